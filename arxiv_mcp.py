@@ -1,0 +1,1649 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#     "mcp>=2,<3",
+#     # pymupdf4llm 2.x ships inside pymupdf 2.x (the pymupdf4llm 2.0 wheel on PyPI
+#     # is an empty shell): this is what makes `import pymupdf4llm` work.
+#     "pymupdf>=2.0,<3",
+# ]
+# ///
+"""arxiv-mcp: read and search arXiv papers from an LLM agent, as one MCP tool.
+
+Run it as an MCP stdio server with ``uv run arxiv_mcp.py``.  The module is
+also a small library: its plain functions (``parse_arxiv_id``,
+``fetch_metadata``, ``fetch_pdf``, ``pdf_to_markdown``, ``truncate``,
+``arxiv_markdown`` ...) import without starting a server and without ``mcp``,
+so other search servers can vendor them into their page-content resolvers.
+
+The file reads top to bottom like its pipeline: configuration, identifiers,
+HTTP with the rate limiter, Atom parsing, PDF, Markdown and sections,
+formatting and caps, the cache, the tool, ``main``.
+"""
+
+import os
+
+# onnxruntime (loaded by pymupdf's layout model) writes telemetry files under
+# $TMPDIR and ~/.cache on import unless this is set first.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+import argparse
+import contextlib
+import dataclasses
+import http.client
+import logging
+import math
+import re
+import socket
+import sys
+import threading
+import time
+import unicodedata
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+if TYPE_CHECKING:  # imported lazily at run time: the server must start without it
+    import pymupdf
+
+__version__ = "0.1.0"
+
+log = logging.getLogger("arxiv_mcp")
+
+# ---------------------------------------------------------------------------
+# Configuration: every environment variable, in one place.
+# ---------------------------------------------------------------------------
+
+DEFAULT_USER_AGENT = f"arxiv-mcp/{__version__} (MCP server for reading arXiv papers; Python urllib)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Runtime settings; ``Settings.from_env()`` reads them from ``ARXIV_*`` variables."""
+
+    api_url: str = "https://export.arxiv.org/api/query"  # ARXIV_API_URL
+    pdf_url: str = "https://export.arxiv.org/pdf/{id}"  # ARXIV_PDF_URL, a template with {id}
+    user_agent: str = DEFAULT_USER_AGENT  # ARXIV_USER_AGENT
+    min_interval: float = 3.0  # ARXIV_MIN_INTERVAL: seconds between requests to one host
+    timeout: float = 30.0  # ARXIV_TIMEOUT: seconds for one HTTP request
+    retries: int = 3  # ARXIV_RETRIES: retries after a 429, a 5xx or a network fault
+    deadline: float = 60.0  # ARXIV_DEADLINE: seconds one tool call may take
+    max_chars: int = 50_000  # ARXIV_MAX_CHARS: characters in one answer
+    max_pages: int = 30  # ARXIV_MAX_PAGES: pages converted per paper
+    max_pdf_mb: float = 50.0  # ARXIV_MAX_PDF_MB: largest PDF downloaded
+    cache_papers: int = 16  # ARXIV_CACHE_PAPERS: converted papers kept in memory
+    cache_mb: float = 200.0  # ARXIV_CACHE_MB: memory budget of that cache
+
+    @property
+    def max_pdf_bytes(self) -> int:
+        return int(self.max_pdf_mb * 1_000_000)
+
+    @property
+    def allowed_hosts(self) -> frozenset[str]:
+        """The only hosts this module ever sends a request to."""
+        return frozenset(
+            urllib.parse.urlsplit(url).hostname or "" for url in (self.api_url, self.pdf_url.format(id="x"))
+        )
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Settings from ``ARXIV_<FIELD>`` variables; a bad value is logged (never echoed) and ignored."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            name = f"ARXIV_{field.name.upper()}"
+            raw = environ.get(name, "").strip()
+            if not raw:
+                continue
+            default = field.default
+            try:
+                value = type(default)(raw)
+            except ValueError:
+                log.warning("%s is not a valid %s; using the default", name, type(default).__name__)
+                continue
+            if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+                log.warning("%s must be a non-negative number; using the default", name)
+                continue
+            if field.name.endswith("_url") and not _is_http_url(value, template=field.name == "pdf_url"):
+                log.warning("%s must be an http(s) URL%s; using the default", name,
+                            " containing {id}" if field.name == "pdf_url" else "")
+                continue
+            values[field.name] = value
+        return cls(**values)
+
+
+def _is_http_url(url: str, *, template: bool) -> bool:
+    if template and "{id}" not in url:
+        return False
+    parts = urllib.parse.urlsplit(url.replace("{id}", "x"))
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+SETTINGS = Settings.from_env()
+
+# ---------------------------------------------------------------------------
+# Identifiers
+# ---------------------------------------------------------------------------
+
+ARXIV_HOSTS = frozenset({"arxiv.org", "www.arxiv.org", "export.arxiv.org"})
+DOI_HOSTS = frozenset({"doi.org", "dx.doi.org", "www.doi.org"})
+
+# Archives of the pre-2007 scheme (archive/YYMMNNN), from arXiv's identifier docs.
+LEGACY_ARCHIVES = frozenset(
+    "acc-phys adap-org alg-geom ao-sci astro-ph atom-ph bayes-an chao-dyn chem-ph cmp-lg comp-gas "
+    "cond-mat cs dg-ga funct-an gr-qc hep-ex hep-lat hep-ph hep-th math math-ph mtrl-th nlin nucl-ex "
+    "nucl-th patt-sol physics plasm-ph q-alg q-bio quant-ph solv-int supr-con".split()
+)
+
+_VERSION = r"(?:v(?P<version>[1-9][0-9]{0,3}))?"
+_MODERN_ID = re.compile(r"(?P<yy>[0-9]{2})(?P<mm>0[1-9]|1[0-2])\.(?P<number>[0-9]{4,5})" + _VERSION, re.I)
+_LEGACY_ID = re.compile(
+    r"(?P<archive>[a-z]+(?:-[a-z]+)?)(?:\.[a-z]{2}(?:-[a-z]+)?)?/"
+    r"(?P<yy>[0-9]{2})(?P<mm>0[1-9]|1[0-2])(?P<number>[0-9]{3})" + _VERSION,
+    re.I,
+)
+_MAX_INPUT = 2048  # longer text is no identifier and not worth scanning
+
+
+def _canonical_id(text: str) -> str | None:
+    """The canonical form of a bare identifier (whole string), or None."""
+    if m := _MODERN_ID.fullmatch(text):
+        year = int(m["yy"])
+        five_digits = len(m["number"]) == 5
+        # 4-digit numbers ran from 0704 to 1412, 5-digit ones since 1501.
+        if five_digits != (7 <= year <= 14) and (year, int(m["mm"])) >= (7, 4):
+            version = f"v{m['version']}" if m["version"] else ""
+            return f"{m['yy']}{m['mm']}.{m['number']}{version}"
+        return None
+    if m := _LEGACY_ID.fullmatch(text):
+        archive, year, month = m["archive"].lower(), int(m["yy"]), int(m["mm"])
+        # The old scheme ran from August 1991 to March 2007.
+        in_range = (year, month) >= (91, 8) if year >= 91 else (year, month) <= (7, 3)
+        if archive in LEGACY_ARCHIVES and in_range:
+            version = f"v{m['version']}" if m["version"] else ""
+            return f"{archive}/{m['yy']}{m['mm']}{m['number']}{version}"
+    return None
+
+
+def _id_from_path(path: str) -> str | None:
+    """The id in an arxiv.org URL path: /abs/ID, /pdf/ID[.pdf], /html/ID, /ftp/arxiv/papers/YYMM/ID.pdf."""
+    path = path.rstrip("/")
+    m = re.fullmatch(r"/(?:abs|pdf|html)/(?P<id>.+?)(?:\.pdf)?", path, re.I) or re.fullmatch(
+        r"/ftp/arxiv/papers/[0-9]{4}/(?P<id>[^/]+?)\.pdf", path, re.I
+    )
+    return _canonical_id(m["id"]) if m else None
+
+
+def parse_arxiv_id(text: str) -> str | None:
+    """Return the canonical arXiv id in ``text``, or None when it names no arXiv paper.
+
+    Accepts bare ids (``2205.01491``, ``hep-th/9711200``, with an optional
+    ``vN``), ``arXiv:ID``, arXiv DOIs (``10.48550/arXiv.ID``, also as a doi.org
+    URL) and URLs on arxiv.org, www.arxiv.org and export.arxiv.org (``/abs/``,
+    ``/pdf/``, ``/pdf/ID.pdf``, ``/html/``, ``/ftp/arxiv/papers/YYMM/ID.pdf``)
+    over http or https, in any case, with trailing slashes, queries and
+    fragments.  The version suffix is kept when given; a legacy subject class is
+    dropped (``math.GT/0309136`` -> ``math/0309136``).  Anything else, including
+    other hosts whose URLs merely contain an id, gives None.  Never raises.
+    Whatever it returns parses again to itself.
+    """
+    if not isinstance(text, str) or len(text) > _MAX_INPUT:
+        return None
+    text = text.strip()
+    if not text or not text.isprintable():
+        return None
+    if re.match(r"[a-z][a-z0-9+.-]*://", text, re.I) or re.match(r"(?:www\.|export\.)?arxiv\.org/", text, re.I):
+        parts = urllib.parse.urlsplit(text if "://" in text else f"https://{text}")
+        try:
+            host, port = parts.hostname, parts.port
+        except ValueError:  # a malformed port
+            return None
+        if parts.scheme.lower() not in ("http", "https") or parts.username is not None or port is not None:
+            return None
+        if host in ARXIV_HOSTS:
+            return _id_from_path(parts.path)
+        if host in DOI_HOSTS:
+            text = parts.path.lstrip("/")
+        else:
+            return None
+    if m := re.fullmatch(r"(?:doi:\s*)?10\.48550/arxiv\.(?P<id>.+)", text, re.I):
+        return _canonical_id(m["id"])
+    if m := re.fullmatch(r"arxiv:\s*(?P<id>.+)", text, re.I):
+        text = m["id"]
+    return _canonical_id(text)
+
+
+def _split_version(arxiv_id: str) -> tuple[str, int | None]:
+    """``'2205.01491v2'`` -> ``('2205.01491', 2)``; no suffix gives None."""
+    m = re.fullmatch(r"(.+?)(?:v([0-9]+))?", arxiv_id)
+    assert m is not None
+    return m[1], int(m[2]) if m[2] else None
+
+
+# ---------------------------------------------------------------------------
+# HTTP: urllib with a per-host rate limiter, retries and byte caps
+# ---------------------------------------------------------------------------
+
+
+class ArxivError(Exception):
+    """A failure to tell the model: ``str(error)`` is one short sentence naming
+    the cause and what to do next.  ``transient`` marks causes that may pass
+    (network faults, rate limits), so a later call should try again."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+class QueryRejected(ArxivError):
+    """The arXiv API answered with its error entry (a malformed id or query)."""
+
+
+class _RetryableError(Exception):
+    """One attempt failed in a way worth retrying (429, 5xx, network fault)."""
+
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class _StatusError(Exception):
+    """arXiv answered with a final (not retryable) HTTP error status."""
+
+    def __init__(self, status: int, body: bytes):
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.body = body
+
+
+class RateLimiter:
+    """At least ``interval`` seconds between the starts of requests to one host,
+    and one request at a time per host; shared by every thread of the process.
+
+    ``clock`` and ``sleep`` are injectable so tests can run on a fake clock.
+    """
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.interval = interval
+        self.clock = clock
+        self.sleep = sleep
+        self._guard = threading.Lock()
+        self._host_locks: dict[str, threading.Lock] = {}
+        self._next_start: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def slot(self, host: str, deadline: float | None = None) -> Iterator[None]:
+        """Hold the host's one connection for a request, waiting for its turn.
+
+        Raises ArxivError when the turn would come after ``deadline`` (a
+        ``clock()`` time).
+        """
+        with self._guard:
+            lock = self._host_locks.setdefault(host, threading.Lock())
+        timeout = -1 if deadline is None else max(0.0, deadline - self.clock())
+        if not lock.acquire(timeout=timeout):
+            raise ArxivError("Timed out waiting for an earlier arXiv request to finish; try again.", transient=True)
+        try:
+            with self._guard:
+                wait = self._next_start.get(host, -math.inf) - self.clock()
+            if wait > 0:
+                if deadline is not None and self.clock() + wait > deadline:
+                    raise ArxivError("arXiv's rate limit leaves no time before the deadline; try again shortly.",
+                                     transient=True)
+                self.sleep(wait)
+            with self._guard:
+                self._next_start[host] = self.clock() + self.interval
+            yield
+        finally:
+            lock.release()
+
+    def defer(self, host: str, seconds: float) -> None:
+        """Let no request start to ``host`` for ``seconds`` (after a 429's Retry-After)."""
+        with self._guard:
+            self._next_start[host] = max(self._next_start.get(host, -math.inf), self.clock() + seconds)
+
+
+LIMITER = RateLimiter(SETTINGS.min_interval)
+
+_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is reported to the model rather than waited out
+_BACKOFF_BASE = 1.0  # seconds before the first retry; doubles each time
+_READ_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    body: bytes
+    content_type: str
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    value = (headers.get("Retry-After") or "").strip() if headers else ""
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    return None
+
+
+def _network_reason(error: BaseException) -> str:
+    """A short description of a network fault that names no host, path or secret."""
+    cause = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(cause, socket.gaierror):
+        return "the host name could not be resolved (DNS failure)"
+    if isinstance(cause, (TimeoutError, socket.timeout)):
+        return "the request timed out"
+    if isinstance(cause, ConnectionRefusedError):
+        return "the connection was refused"
+    if isinstance(cause, ConnectionResetError):
+        return "the connection was reset"
+    if isinstance(cause, http.client.IncompleteRead):
+        return "the download was cut short"
+    if isinstance(cause, OSError) and "CERTIFICATE" in str(cause).upper():
+        return "the TLS certificate could not be verified"
+    return "a network error occurred"
+
+
+def _read_capped(response: Any, max_bytes: int) -> bytes:
+    """Read a body, refusing it as soon as it passes ``max_bytes``."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := response.read(_READ_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise ArxivError(f"The file is larger than the {max_bytes / 1e6:g} MB cap (ARXIV_MAX_PDF_MB).")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _get_once(url: str, *, accept: str, max_bytes: int, timeout: float, settings: Settings) -> HttpResponse:
+    """One GET with no retry; maps every failure to ArxivError, _RetryableError or _StatusError."""
+    request = urllib.request.Request(url, headers={"User-Agent": settings.user_agent, "Accept": accept})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            final = urllib.parse.urlsplit(response.geturl())
+            # urllib follows redirects itself; refuse one that left arXiv before reading its body.
+            if final.scheme not in ("http", "https") or final.hostname not in settings.allowed_hosts:
+                raise ArxivError("arXiv redirected the request to another host, which this server refuses to read.")
+            declared = response.headers.get("Content-Length")
+            declared = int(declared) if declared and declared.strip().isdigit() else None
+            if declared is not None and declared > max_bytes:
+                raise ArxivError(f"The file is larger than the {max_bytes / 1e6:g} MB cap (ARXIV_MAX_PDF_MB).")
+            body = _read_capped(response, max_bytes)
+            if declared is not None and len(body) < declared:
+                raise _RetryableError("the download was cut short")
+            return HttpResponse(body, response.headers.get("Content-Type", "") or "")
+    except urllib.error.HTTPError as error:
+        with contextlib.suppress(Exception):
+            error.close()
+        if error.code == 429 or error.code >= 500:
+            raise _RetryableError(f"arXiv answered HTTP {error.code}", _retry_after(error.headers)) from None
+        try:
+            body = error.read(_READ_CHUNK) if error.fp else b""
+        except Exception:
+            body = b""
+        raise _StatusError(error.code, body) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+        raise _RetryableError(_network_reason(error)) from None
+
+
+def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = None,
+             settings: Settings | None = None, limiter: RateLimiter | None = None) -> HttpResponse:
+    """GET ``url`` politely and return its body.
+
+    Only hosts of the configured endpoints are contacted.  Each attempt waits
+    for the host's turn in ``limiter``; a 429, a 5xx, a timeout or a
+    connection fault is retried with exponential backoff (honouring
+    Retry-After), at most ``settings.retries`` times and never past
+    ``deadline`` (a ``limiter.clock()`` time).  The body is read in memory and
+    refused past ``max_bytes``.  Raises ArxivError for failures and
+    ``_StatusError`` for a final HTTP error status the caller interprets.
+    """
+    settings = settings or SETTINGS
+    limiter = limiter or LIMITER
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
+        raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
+    reason = "no attempt was made"
+    for attempt in range(settings.retries + 1):
+        timeout = settings.timeout if deadline is None else min(settings.timeout, deadline - limiter.clock())
+        if timeout <= 0:
+            break
+        try:
+            with limiter.slot(host, deadline):
+                return _get_once(url, accept=accept, max_bytes=max_bytes, timeout=timeout, settings=settings)
+        except _RetryableError as error:
+            reason = error.reason
+            if error.retry_after is not None and error.retry_after > _MAX_RETRY_AFTER:
+                raise ArxivError(f"arXiv is rate limiting and asks to wait {error.retry_after:.0f} s; "
+                                 "try again later.", transient=True) from None
+            if attempt == settings.retries:
+                break
+            delay = error.retry_after if error.retry_after is not None else _BACKOFF_BASE * 2**attempt
+            if deadline is not None and limiter.clock() + delay >= deadline:
+                break
+            log.info("retrying in %.1f s: %s", delay, reason)
+            limiter.defer(host, delay)
+    raise ArxivError(f"arXiv could not be reached: {reason}. Try again in a minute.", transient=True)
+
+
+# ---------------------------------------------------------------------------
+# Atom: the arXiv API's metadata
+# ---------------------------------------------------------------------------
+
+_ATOM = "{http://www.w3.org/2005/Atom}"
+_ARXIV = "{http://arxiv.org/schemas/atom}"
+_OPENSEARCH = "{http://a9.com/-/spec/opensearch/1.1/}"
+_MAX_FEED_BYTES = 20_000_000
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    affiliations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One paper's metadata as the arXiv API gives it."""
+
+    arxiv_id: str  # with the version the API returned, e.g. "2205.01491v2"
+    title: str
+    authors: tuple[Author, ...]
+    abstract: str
+    published: str  # YYYY-MM-DD of version 1
+    updated: str  # YYYY-MM-DD of this version
+    primary_category: str
+    categories: tuple[str, ...]
+    comment: str = ""
+    journal_ref: str = ""
+    dois: tuple[str, ...] = ()
+
+    @property
+    def abs_url(self) -> str:
+        return f"https://arxiv.org/abs/{self.arxiv_id}"
+
+    @property
+    def pdf_url(self) -> str:
+        return f"https://arxiv.org/pdf/{self.arxiv_id}"
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One page of API results."""
+
+    total: int
+    start: int
+    papers: tuple[Paper, ...]
+
+
+def _clean(text: str | None) -> str:
+    """Collapse the hard wrapping and indentation of Atom text."""
+    return " ".join((text or "").split())
+
+
+def _parse_entry(entry: ET.Element) -> Paper:
+    def text(tag: str) -> str:
+        return _clean(entry.findtext(tag))
+
+    entry_id = text(f"{_ATOM}id")
+    arxiv_id = parse_arxiv_id(entry_id) or entry_id.rsplit("/abs/", 1)[-1]
+    authors = tuple(
+        Author(_clean(a.findtext(f"{_ATOM}name")),
+               tuple(_clean(x.text) for x in a.findall(f"{_ARXIV}affiliation") if _clean(x.text)))
+        for a in entry.findall(f"{_ATOM}author")
+    )
+    categories = tuple(c.get("term", "") for c in entry.findall(f"{_ATOM}category") if c.get("term"))
+    primary = entry.find(f"{_ARXIV}primary_category")
+    return Paper(
+        arxiv_id=arxiv_id,
+        title=text(f"{_ATOM}title"),
+        authors=authors,
+        abstract=text(f"{_ATOM}summary"),
+        published=text(f"{_ATOM}published")[:10],
+        updated=text(f"{_ATOM}updated")[:10],
+        primary_category=primary.get("term", "") if primary is not None else (categories[0] if categories else ""),
+        categories=categories,
+        comment=text(f"{_ARXIV}comment"),
+        journal_ref=text(f"{_ARXIV}journal_ref"),
+        dois=tuple(d for d in (_clean(x.text) for x in entry.findall(f"{_ARXIV}doi")) for d in d.split()),
+    )
+
+
+def parse_feed(data: bytes) -> Feed:
+    """Parse an arXiv API Atom response into a Feed.
+
+    Raises ArxivError for malformed XML, for a document type declaration (an
+    Atom feed has none, and entities are how "billion laughs" attacks work) and
+    for the API's error entry (``.../api/errors#...``), whose summary it quotes.
+    """
+    if not data.strip():
+        raise ArxivError("The arXiv API returned an empty response; try again.", transient=True)
+    if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
+        raise ArxivError("The arXiv API response declared a DTD or entities, which are refused.")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError:
+        raise ArxivError("The arXiv API returned malformed XML; try again later.", transient=True) from None
+    if root.tag != f"{_ATOM}feed":
+        raise ArxivError("The arXiv API returned something other than an Atom feed; try again later.",
+                         transient=True)
+    entries = root.findall(f"{_ATOM}entry")
+    for entry in entries:
+        if "/api/errors" in (entry.findtext(f"{_ATOM}id") or ""):
+            raise QueryRejected(f"The arXiv API rejected the request: {_clean(entry.findtext(f'{_ATOM}summary'))}.")
+
+    def number(tag: str) -> int:
+        value = _clean(root.findtext(f"{_OPENSEARCH}{tag}"))
+        return int(value) if value.isdigit() else 0
+
+    papers = tuple(_parse_entry(e) for e in entries)
+    return Feed(total=max(number("totalResults"), len(papers)), start=number("startIndex"), papers=papers)
+
+
+def api_url(params: dict[str, str], settings: Settings | None = None) -> str:
+    """The API URL for ``params``.  Spaces are sent as %20: arXiv reads a '+'
+    that reached it as %2B as a literal plus, and ``+TO+`` ranges then match nothing."""
+    settings = settings or SETTINGS
+    return f"{settings.api_url}?{urllib.parse.urlencode(params, quote_via=urllib.parse.quote, safe=':*')}"
+
+
+def fetch_feed(params: dict[str, str], *, deadline: float | None = None, settings: Settings | None = None,
+               limiter: RateLimiter | None = None) -> Feed:
+    """Query the arXiv API with ``params`` and parse the answer (see ``parse_feed``)."""
+    url = api_url(params, settings)
+    try:
+        response = http_get(url, accept="application/atom+xml", max_bytes=_MAX_FEED_BYTES, deadline=deadline,
+                            settings=settings, limiter=limiter)
+    except _StatusError as error:
+        # The API answers a bad query with HTTP 400 and an Atom error entry: quote it.
+        try:
+            parse_feed(error.body)
+        except QueryRejected as rejected:
+            raise rejected from None
+        except ArxivError:
+            pass
+        raise ArxivError(f"The arXiv API answered HTTP {error.status}.") from None
+    return parse_feed(response.body)
+
+
+def fetch_metadata(arxiv_id: str, *, deadline: float | None = None, settings: Settings | None = None,
+                   limiter: RateLimiter | None = None) -> Paper:
+    """The metadata of one paper (the given version, or the latest).
+
+    Raises ArxivError, never retried, when arXiv knows no such paper: the API
+    answers an unknown id with an empty feed and a malformed one with HTTP 400.
+    """
+    try:
+        feed = fetch_feed({"id_list": arxiv_id, "max_results": "1"}, deadline=deadline, settings=settings,
+                          limiter=limiter)
+    except QueryRejected:
+        raise ArxivError(f"arXiv has no paper {arxiv_id} (it rejected the id). Check the id.") from None
+    if not feed.papers:
+        raise ArxivError(f"arXiv has no paper {arxiv_id}. Check the id, or search for the title.")
+    return feed.papers[0]
+
+
+# ---------------------------------------------------------------------------
+# PDF: download, validation, conversion to Markdown
+# ---------------------------------------------------------------------------
+
+# MuPDF is not thread-safe: one conversion at a time in this process.
+_PDF_LOCK = threading.Lock()
+_MIN_TEXT_CHARS = 200  # fewer characters of text on the converted pages means a scanned paper
+
+
+def check_pdf(data: bytes, content_type: str = "") -> None:
+    """Raise ArxivError unless ``data`` looks like a PDF (content type and ``%PDF-`` signature)."""
+    if not data:
+        raise ArxivError("arXiv sent an empty file instead of the PDF; try again later.", transient=True)
+    mime = content_type.split(";")[0].strip().lower()
+    if mime in ("text/html", "application/xhtml+xml") or b"%PDF-" not in data[:1024]:
+        raise ArxivError("arXiv answered with a web page or another file instead of the PDF "
+                         "(the PDF may not be available, or access was refused).")
+
+
+def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Settings | None = None,
+              limiter: RateLimiter | None = None) -> bytes:
+    """Download a paper's PDF into memory and validate it (see ``check_pdf``)."""
+    settings = settings or SETTINGS
+    url = settings.pdf_url.format(id=arxiv_id)
+    try:
+        response = http_get(url, accept="application/pdf", max_bytes=settings.max_pdf_bytes, deadline=deadline,
+                            settings=settings, limiter=limiter)
+    except _StatusError as error:
+        if error.status in (403, 404, 410):
+            raise ArxivError(f"arXiv has no PDF for {arxiv_id} (HTTP {error.status}).") from None
+        raise ArxivError(f"arXiv refused the PDF download (HTTP {error.status}).") from None
+    check_pdf(response.body, response.content_type)
+    return response.body
+
+
+@dataclass(frozen=True)
+class PdfText:
+    """A PDF converted to Markdown, one string per converted page."""
+
+    pages: tuple[str, ...]
+    page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
+    outline: tuple[tuple[int, str, int], ...]  # the PDF's bookmarks: (level, title, page number)
+
+    @property
+    def markdown(self) -> str:
+        return "".join(self.pages)
+
+
+def _open_pdf(data: bytes) -> "pymupdf.Document":
+    """Open PDF bytes in memory; ArxivError for corrupt, encrypted or empty files."""
+    import pymupdf
+
+    pymupdf.TOOLS.mupdf_display_errors(False)  # MuPDF would print warnings on stderr for every glitch
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception:
+        raise ArxivError("The PDF is corrupt and could not be opened.") from None
+    if doc.needs_pass:
+        doc.close()
+        raise ArxivError("The PDF is encrypted and cannot be read.")
+    if doc.page_count == 0:
+        doc.close()
+        raise ArxivError("The PDF has no pages.")
+    return doc
+
+
+def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
+                    on_page: Callable[[int, int], None] | None = None) -> PdfText:
+    """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
+
+    Converts at most ``max_pages`` pages (default: ``SETTINGS.max_pages``),
+    without OCR and without page footers (page numbers).  ``on_page(done,
+    total)`` is called after each page.  pymupdf4llm's layout mode gives the
+    same text page by page as for the whole document, and it is the mode that
+    finds section headings.  Raises ArxivError for corrupt, encrypted or empty
+    PDFs and for PDFs without a text layer (scans).  Nothing is written to
+    disk or stdout.
+    """
+    max_pages = SETTINGS.max_pages if max_pages is None else max_pages
+    with _PDF_LOCK:
+        import pymupdf4llm
+
+        doc = _open_pdf(data)
+        try:
+            total = min(doc.page_count, max(1, max_pages))
+            pages = []
+            # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
+            with contextlib.redirect_stdout(sys.stderr):
+                for number in range(total):
+                    pages.append(pymupdf4llm.to_markdown(doc, pages=[number], use_ocr=False, footer=False,
+                                                         show_progress=False))
+                    if on_page:
+                        on_page(number + 1, total)
+            outline = tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
+            page_count = doc.page_count
+        except ArxivError:
+            raise
+        except Exception as error:
+            log.warning("conversion failed: %s", type(error).__name__)
+            raise ArxivError("The PDF could not be converted to text (it may be damaged).") from None
+        finally:
+            doc.close()
+    text = PdfText(tuple(pages), page_count, outline)
+    if len(re.sub(r"\s+", "", text.markdown)) < _MIN_TEXT_CHARS:
+        raise ArxivError("The PDF has no text layer (it is a scan); this server does not run OCR.")
+    return text
+
+
+# ---------------------------------------------------------------------------
+# Sections: finding a paper's headings in its Markdown
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    """One heading of the paper and where its text lies in the Markdown."""
+
+    number: str  # as printed: "3.2", "IV.A", "A.1"; "" for unnumbered ones
+    title: str
+    level: int  # 1 for sections, 2 for subsections, ...
+    start: int  # offset of the heading line in the Markdown
+    end: int  # offset where the next heading of the same or a higher level begins
+
+    @property
+    def label(self) -> str:
+        return f"{self.number} {self.title}".strip()
+
+
+# Unnumbered headings that real papers use for sections.
+_NAMED_SECTIONS = re.compile(
+    r"(abstract|introduction|background|related work|preliminaries|methods?|results|discussion|"
+    r"conclusions?|summary|summary and discussion|conclusions? and (outlook|future work)|outlook|limitations|"
+    r"acknowled?gments?|acknowled?gements?|references|bibliography|appendix|appendices|"
+    r"supplementary (materials?|information)|data availability|code availability|"
+    r"author contributions|broader impacts?|ethics statement|funding)",
+    re.I,
+)
+_ROMAN = re.compile(r"(?=[IVXLC])M*(C[MD]|D?C{0,3})(X[CL]|L?X{0,3})(I[XV]|V?I{0,3})")
+_NUMBERED = re.compile(
+    r"(?:appendix\s+)?(?P<number>[0-9]+(?:\.[0-9]+)*|[IVXLC]+(?:\.[A-Z0-9]+)*|[A-Z](?:\.[0-9]+)*)"
+    r"(?:\.|:|\s)\s*(?P<title>\S.*)",
+    re.I,
+)
+_MAX_HEADING_CHARS = 120
+_MAX_HEADING_WORDS = 16
+
+
+def _plain(markdown_line: str) -> str:
+    """A Markdown line's text without heading marks, emphasis and <sup> markup."""
+    text = re.sub(r"^#+\s*", "", markdown_line.strip())
+    text = re.sub(r"<sup>.*?</sup>", "", text)
+    text = text.replace("**", "").replace("__", "")
+    text = re.sub(r"(?<!\w)_(?=\S)|(?<=\S)_(?!\w)", "", text)
+    return " ".join(text.split())
+
+
+def _key(text: str) -> str:
+    """Letters and digits only, lower case: how headings are compared."""
+    text = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def _split_number(heading: str) -> tuple[str, str]:
+    """``'IV. DILUTE GAS'`` -> ``('IV', 'DILUTE GAS')``; no number gives ``('', heading)``."""
+    heading = heading.strip()
+    if _NAMED_SECTIONS.fullmatch(heading):
+        return "", heading
+    m = _NUMBERED.fullmatch(heading)
+    if not m:
+        return "", heading
+    number, title = m["number"].rstrip("."), m["title"].strip()
+    first = number.split(".")[0]
+    if first.isalpha() and len(first) > 1 and not _ROMAN.fullmatch(first.upper()):
+        return "", heading  # a word, not a number
+    if not (title[0].isupper() or title[0].isdigit() or not title[0].isalpha()):
+        return "", heading  # "A model for ..." is a sentence, not section A
+    return number.upper() if number[0].isalpha() else number, title
+
+
+def _looks_like_heading(text: str) -> bool:
+    """Short, not a sentence: what a real section heading looks like."""
+    return (0 < len(text) <= _MAX_HEADING_CHARS and len(text.split()) <= _MAX_HEADING_WORDS
+            and not text.endswith((",", ";", "."))
+            and not re.search(r"\b(et al|we|our|is|are|was|were)\b", text, re.I))
+
+
+@dataclass(frozen=True)
+class _Line:
+    offset: int
+    text: str  # plain text
+    marked: bool  # a Markdown heading or a line in bold only
+
+
+def _candidate_lines(markdown: str) -> list[_Line]:
+    """Lines that could be headings, outside picture text and tables."""
+    lines, offset, in_picture = [], 0, False
+    for raw in markdown.splitlines(keepends=True):
+        stripped = raw.strip()
+        if stripped.startswith("<!-- Start of picture text"):
+            in_picture = True
+        elif stripped.startswith("<!-- End of picture text") or "End of picture text -->" in stripped:
+            in_picture = False
+        elif not in_picture and stripped and not stripped.startswith(("|", ">", "!", "<", "```")):
+            plain = _plain(stripped)
+            marked = stripped.startswith("#") or bool(re.fullmatch(r"\*\*[^*]+\*\*(\s*_?[^*]{0,12}_?\s*\*\*[^*]+\*\*)*",
+                                                                   stripped))
+            if plain and len(plain) <= 2 * _MAX_HEADING_CHARS:
+                lines.append(_Line(offset, plain, marked))
+        offset += len(raw)
+    return lines
+
+
+def _roman_value(numeral: str) -> int:
+    values = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
+    total = 0
+    for ch, nxt in zip(numeral, numeral[1:] + " "):
+        total += -values[ch] if values[ch] < values.get(nxt, 0) else values[ch]
+    return total
+
+
+class _Numbering:
+    """Levels and plausibility of numbered headings found without an outline.
+
+    A dotted number has as many levels as parts (``3.2`` is 2).  Single-part
+    numbers get levels by the order their styles appear (PRB style: ``I.`` then
+    ``A.`` then ``1.``), restarting after References or an Appendix heading, so
+    that an appendix ``A`` is a section again.  A number must follow the one
+    before it at its level (allowing a missed heading or two), which rejects
+    stray numbered lines.
+    """
+
+    def __init__(self) -> None:
+        self.styles: list[str] = []
+        self.last: dict[int, int] = {}
+        self.letter: str | None = None
+
+    def restart(self) -> None:
+        self.styles, self.last, self.letter = [], {}, None
+
+    def place(self, number: str) -> int | None:
+        """The level of a heading numbered ``number``, or None if it is implausible here."""
+        parts = number.split(".")
+        head = parts[0]
+        if len(parts) > 1:
+            level = len(parts)
+            value = int(parts[-1]) if parts[-1].isdigit() else ord(parts[-1]) - 64
+        else:
+            if head.isdigit():
+                style, value = "arabic", int(head)
+            elif len(head) == 1 and (self.letter is not None and ord(head) == ord(self.letter) + 1
+                                     or not _ROMAN.fullmatch(head) or "roman" not in self.styles):
+                style, value = "letter", ord(head) - 64
+            else:
+                style, value = "roman", _roman_value(head)
+            if style not in self.styles:
+                self.styles.append(style)
+            level = self.styles.index(style) + 1
+            if style == "letter":
+                self.letter = head
+        previous = self.last.get(level)
+        if previous is not None and not previous < value <= previous + 3:
+            return None
+        if previous is None and value > 3 and len(parts) == 1:
+            return None
+        self.last[level] = value
+        for deeper in [k for k in self.last if k > level]:
+            del self.last[deeper]
+        return level
+
+
+def _sections_from_outline(outline: Sequence[tuple[int, str, int]], lines: list[_Line],
+                           paper_title: str) -> list[tuple[int, str, str, int]]:
+    """Match the PDF's bookmarks to heading lines, in reading order.
+
+    Returns (offset, number, title, level) for every bookmark whose heading is
+    found; bookmarks for the paper title and the abstract are front matter.
+    """
+    entries = [(level, title) for level, title, _ in outline
+               if title and _key(title) != _key(paper_title) and _key(title) != "abstract"]
+    if not entries:
+        return []
+    top = min(level for level, _ in entries)
+    found, position = [], 0
+    for level, title in entries:
+        want = _key(title)
+        for index in range(position, len(lines)):
+            have = _key(lines[index].text)
+            if have == want or (lines[index].marked and len(have) >= 8 and
+                                (want.startswith(have) or have.startswith(want))):
+                number, name = _split_number(title)
+                found.append((lines[index].offset, number, name, level - top + 1))
+                position = index + 1
+                break
+    return found
+
+
+def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[int, str, str, int]]:
+    """Pick real section headings among the marked lines, when the PDF has no outline."""
+    numbering, found, title_key = _Numbering(), [], _key(paper_title)
+    for line in lines:
+        if not line.marked or _key(line.text) == title_key or not _looks_like_heading(line.text):
+            continue
+        is_appendix = re.match(r"appendix\b|appendices\b", line.text, re.I)
+        number, title = _split_number(line.text)
+        if is_appendix or _key(title) in ("references", "bibliography"):
+            numbering.restart()
+        if number:
+            level = 1 if is_appendix else numbering.place(number)
+            if level is None:
+                continue
+            if is_appendix:
+                numbering.styles = ["letter"]
+                numbering.letter = number[0]
+        elif _NAMED_SECTIONS.fullmatch(title):
+            if _key(title) == "abstract":
+                continue
+            level = 1
+        else:
+            continue
+        found.append((line.offset, number, title, level))
+    return found
+
+
+def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), paper_title: str = "") -> list[Section]:
+    """The paper's sections in reading order.
+
+    The PDF outline (hyperref bookmarks), when it has entries that can be
+    found in the text, is authoritative for titles and levels; otherwise the
+    Markdown headings and bold lines are filtered to numbered or well-known
+    section names.  Text before the first section (title, authors, abstract)
+    is front matter and belongs to no section.
+    """
+    lines = _candidate_lines(markdown)
+    found = _sections_from_outline(outline, lines, paper_title) if outline else []
+    if len(found) < 2:
+        found = _sections_from_headings(lines, paper_title)
+    sections = []
+    for index, (offset, number, title, level) in enumerate(found):
+        end = next((o for o, _, _, lv in found[index + 1:] if lv <= level), len(markdown))
+        sections.append(Section(number, title, level, offset, end))
+    return sections
+
+
+# ---------------------------------------------------------------------------
+# Formatting and caps
+# ---------------------------------------------------------------------------
+
+_TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
+_OVERVIEW_TARGET = 4_000
+_OVERVIEW_LIMIT = 8_000
+_MAX_AUTHORS_SHOWN = 10
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``limit`` characters at a paragraph or line break
+    when one is near, never inside a word when avoidable.  Returns the text and
+    whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    cut = text[:limit]
+    for separator in ("\n\n", "\n", " "):
+        position = cut.rfind(separator)
+        if position >= limit * 0.8:
+            return cut[:position].rstrip(), True
+    return cut, True
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+def _size(chars: int) -> str:
+    return f"{_count(chars)} chars, ~{_count(round(chars * _TOKENS_PER_CHAR))} tokens"
+
+
+def _authors(authors: Sequence[Author], limit: int = _MAX_AUTHORS_SHOWN) -> str:
+    shown = [a.name + (f" ({'; '.join(a.affiliations)})" if a.affiliations else "") for a in authors[:limit]]
+    more = len(authors) - limit
+    return ", ".join(shown) + (f", and {more} more ({len(authors)} authors)" if more > 0 else "")
+
+
+def format_metadata(paper: Paper) -> str:
+    """The ``# arXiv Paper`` header with ``## Metadata`` and ``## Abstract``."""
+    lines = [
+        "# arXiv Paper",
+        "",
+        "## Metadata",
+        f"- **Title:** {paper.title}",
+        f"- **Authors:** {_authors(paper.authors)}",
+        f"- **arXiv ID:** {paper.arxiv_id}",
+        f"- **Categories:** {paper.primary_category} (primary)"
+        + "".join(f", {c}" for c in paper.categories if c != paper.primary_category),
+        f"- **Published:** {paper.published} · **Updated:** {paper.updated}",
+        f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})",
+    ]
+    if paper.dois:
+        lines.append(f"- **DOI:** {', '.join(paper.dois)}")
+    if paper.journal_ref:
+        lines.append(f"- **Journal ref:** {paper.journal_ref}")
+    if paper.comment:
+        lines.append(f"- **Comment:** {paper.comment}")
+    lines += ["", "## Abstract", paper.abstract or "(no abstract)"]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PaperText:
+    """A converted paper: its Markdown, its sections and how much of the PDF it covers."""
+
+    markdown: str
+    sections: tuple[Section, ...]
+    page_count: int
+    pages_converted: int
+
+    @classmethod
+    def from_pdf(cls, pdf: PdfText, paper_title: str = "") -> "PaperText":
+        markdown = pdf.markdown
+        return cls(markdown, tuple(find_sections(markdown, pdf.outline, paper_title)), pdf.page_count,
+                   len(pdf.pages))
+
+    def body(self, section: Section) -> str:
+        return self.markdown[section.start:section.end].strip()
+
+    def section_at(self, offset: int) -> Section | None:
+        """The innermost section containing ``offset``."""
+        containing = [s for s in self.sections if s.start <= offset < s.end]
+        return max(containing, key=lambda s: s.level, default=None)
+
+    @property
+    def page_note(self) -> str:
+        if self.pages_converted < self.page_count:
+            return (f"Only the first {self.pages_converted} of {self.page_count} pages were converted "
+                    "(ARXIV_MAX_PAGES).")
+        return ""
+
+
+def _first_sentence(text: str, limit: int = 110) -> str:
+    """The first sentence of a section's text (after its heading), shortened to ``limit``."""
+    body = text.split("\n", 1)[1] if "\n" in text else ""
+    plain = " ".join(_plain(line) for line in body.splitlines()
+                     if line.strip() and not line.lstrip().startswith(("#", "|", "<", "!", ">")))
+    plain = re.sub(r"\s+([,.;:])", r"\1", plain)
+    m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
+    sentence = m[1] if m and len(m[1]) <= limit else plain
+    if len(sentence) > limit:
+        sentence = sentence[:limit].rsplit(" ", 1)[0] + "…"
+    return sentence
+
+
+def format_overview(paper: Paper, text: PaperText | None, text_error: str | None = None) -> str:
+    """The paper's overview: metadata, abstract and the list of its sections.
+
+    Each section shows its number, title, size and first sentence; the list is
+    shortened (subsection sentences first, then all sentences) to keep the
+    overview near 4,000 characters and never above 8,000.
+    """
+    head = format_metadata(paper)
+    if text is None:
+        return f"{head}\n\n## Sections\nThe full text is unavailable: {text_error}"
+    total = len(text.markdown)
+    summary = (f"{text.page_count} pages, {_size(total)}"
+               + (f", in {len(text.sections)} sections." if text.sections else "."))
+    if text.page_note:
+        summary += " " + text.page_note
+    how = ('Read a section with `section="<number or title>"` (several: `"2, 4.1"`), '
+           'or everything with `section="full"`.')
+    if not text.sections:
+        how = ('No section headings were found in this PDF; read the text with `section="full"`.')
+
+    def listing(sentences_to_level: int) -> str:
+        rows = []
+        for s in text.sections:
+            row = f"{'  ' * (s.level - 1)}- **{s.label}** ({_size(len(text.body(s)))})"
+            if s.level <= sentences_to_level:
+                sentence = _first_sentence(text.body(s))
+                if sentence:
+                    row += f": {sentence}"
+            rows.append(row)
+        return "\n".join(rows)
+
+    for depth in (9, 1, 0):
+        body = listing(depth)
+        overview = f"{head}\n\n## Sections\n{summary}\n\n{body}\n\n{how}"
+        if len(overview) <= _OVERVIEW_TARGET:
+            break
+    if len(overview) > _OVERVIEW_LIMIT:
+        note = f"\n\n[Section list shortened to fit the overview; {how}]"
+        overview = truncate(overview, _OVERVIEW_LIMIT - len(note))[0] + note
+    return overview
+
+
+def _truncation_note(shown: int, total: int, source: str, text: PaperText | None = None,
+                     cut_offset: int | None = None) -> str:
+    note = f"[Truncated: showed {_count(shown)} of {_count(total)} characters (ARXIV_MAX_CHARS)."
+    if text is not None and cut_offset is not None:
+        section = text.section_at(cut_offset)
+        if section is not None:
+            later = [s for s in text.sections if s.start > section.start and s.level == 1]
+            note += f' The cut fell in section "{section.label}"; continue with section="{section.number or section.title}"'
+            if later:
+                note += f' and the sections after it (next: "{later[0].number or later[0].title}")'
+            note += "."
+    return note + f" Source: {source}]"
+
+
+def format_full(paper: Paper, text: PaperText | None, text_error: str | None = None,
+                max_chars: int | None = None) -> str:
+    """The whole document: metadata, abstract and ``## Full Text (PDF)``, capped at
+    ``max_chars`` with a note saying what was cut and how to read on."""
+    max_chars = SETTINGS.max_chars if max_chars is None else max_chars
+    head = format_metadata(paper) + "\n\n## Full Text (PDF)\n"
+    if text is None:
+        return head + f"The full text is unavailable: {text_error}"
+    notes = f"\n\n[{text.page_note} Source: {paper.pdf_url}]" if text.page_note else ""
+    document = head + text.markdown.strip() + notes
+    if len(document) <= max_chars:
+        return document
+    reserve = 400  # room for the note
+    shown, _ = truncate(document, max(0, max_chars - reserve))
+    cut_offset = len(shown) - len(head)
+    note = _truncation_note(len(shown), len(document), paper.pdf_url, text, cut_offset)
+    return f"{shown}\n\n{note}"[:max_chars]
+
+
+def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
+    """The sections a comma-separated ``selector`` names (numbers, titles or
+    unambiguous prefixes of either), or an error message listing the choices."""
+    chosen: list[Section] = []
+    for wanted in (w.strip() for w in selector.split(",")):
+        if not wanted:
+            continue
+        key = _key(wanted)
+        number_key = wanted.strip().rstrip(".").upper()
+        exact = [s for s in text.sections if s.number and s.number.upper() == number_key]
+        exact = exact or [s for s in text.sections if _key(s.title) == key or _key(s.label) == key]
+        matches = exact or [s for s in text.sections if key and (_key(s.title).startswith(key)
+                                                                 or _key(s.label).startswith(key))]
+        if len(matches) != 1:
+            problem = "matches no section" if not matches else "matches several sections"
+            choices = ", ".join(f'"{s.number or s.title}"' for s in text.sections if s.level == 1)
+            return (f'Section "{wanted[:80]}" {problem}. Valid choices: {choices}; '
+                    'subsections by number (e.g. "2.1"); or "full" for the whole paper.')
+        if matches[0] not in chosen:
+            chosen.append(matches[0])
+    if not chosen:
+        return 'No section named. Give a section number or title, or "full".'
+    return chosen
+
+
+def _neighbours(text: PaperText, section: Section) -> str:
+    index = text.sections.index(section)
+    parts = []
+    if index > 0:
+        before = text.sections[index - 1]
+        parts.append(f'previous "{before.label}" ({_count(len(text.body(before)))} chars)')
+    following = next((s for s in text.sections[index + 1:] if s.start >= section.end), None)
+    if following is not None:
+        parts.append(f'next "{following.label}" ({_count(len(text.body(following)))} chars)')
+    parts.append("the overview: omit section")
+    return "Navigation: " + " · ".join(parts)
+
+
+def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int | None = None) -> str:
+    """The named sections with their subsections, each ending with a navigation
+    line; an unknown section gives a short error listing the valid choices."""
+    max_chars = SETTINGS.max_chars if max_chars is None else max_chars
+    chosen = _select_sections(text, selector)
+    if isinstance(chosen, str):
+        return f"**Error:** {chosen}"
+    parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
+    for section in chosen:
+        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section)}")
+    document = "\n\n".join(parts)
+    if len(document) > max_chars:
+        shown, _ = truncate(document, max_chars - 400)
+        document = f"{shown}\n\n{_truncation_note(len(shown), len(document), paper.pdf_url)}"
+    return document
+
+
+# ---------------------------------------------------------------------------
+# Search: building the API query and formatting results
+# ---------------------------------------------------------------------------
+
+# arXiv's archives and their subject classes, for `archive.*` wildcards and for
+# catching misspelt categories before a request is spent on them.
+TAXONOMY: dict[str, tuple[str, ...]] = {
+    "astro-ph": tuple("CO EP GA HE IM SR".split()),
+    "cond-mat": tuple("dis-nn mes-hall mtrl-sci other quant-gas soft stat-mech str-el supr-con".split()),
+    "cs": tuple("AI AR CC CE CG CL CR CV CY DB DC DL DM DS ET FL GL GR GT HC IR IT LG LO MA MM MS NA NE NI OH "
+                "OS PF PL RO SC SD SE SI SY".split()),
+    "econ": tuple("EM GN TH".split()),
+    "eess": tuple("AS IV SP SY".split()),
+    "gr-qc": (), "hep-ex": (), "hep-lat": (), "hep-ph": (), "hep-th": (),
+    "math": tuple("AC AG AP AT CA CO CT CV DG DS FA GM GN GR GT HO IT KT LO MG MP NA NT OA OC PR QA RA RT SG "
+                  "SP ST".split()),
+    "math-ph": (),
+    "nlin": tuple("AO CD CG PS SI".split()),
+    "nucl-ex": (), "nucl-th": (),
+    "physics": tuple("acc-ph ao-ph app-ph atm-clus atom-ph bio-ph chem-ph class-ph comp-ph data-an ed-ph flu-dyn "
+                     "gen-ph geo-ph hist-ph ins-det med-ph optics plasm-ph pop-ph soc-ph space-ph".split()),
+    "q-bio": tuple("BM CB GN MN NC OT PE QM SC TO".split()),
+    "q-fin": tuple("CP EC GN MF PM PR RM ST TR".split()),
+    "quant-ph": (),
+    "stat": tuple("AP CO ME ML OT TH".split()),
+}
+SORTS = {"relevance": "relevance", "submitted": "submittedDate", "updated": "lastUpdatedDate"}
+ORDERS = ("descending", "ascending")
+MAX_RESULTS = 50
+MAX_START = 29_950  # the API serves no result past the 30,000th
+_FIELDED = re.compile(r"\b(ti|au|abs|co|jr|cat|rn|id|all|submittedDate|lastUpdatedDate):|\b(AND|OR|ANDNOT)\b|[\"()]")
+_BROAD = 1_000  # more hits than this: suggest narrowing
+_ABSTRACT_PREVIEW = 300
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A validated search; ``search_query`` is what the API receives."""
+
+    search_query: str
+    query: str = ""
+    categories: tuple[str, ...] = ()
+    submitted_from: str = ""
+    submitted_to: str = ""
+    sort: str = "relevance"
+    order: str = "descending"
+    max_results: int = 10
+    start: int = 0
+
+    def params(self) -> dict[str, str]:
+        return {"search_query": self.search_query, "start": str(self.start), "max_results": str(self.max_results),
+                "sortBy": SORTS[self.sort], "sortOrder": self.order}
+
+    def call(self, **changes: Any) -> str:
+        """This search as a tool call, e.g. to fetch the next page."""
+        request = dataclasses.replace(self, **changes)
+        args = [f"query={request.query!r}"] if request.query else []
+        if request.categories:
+            args.append(f"categories={list(request.categories)!r}")
+        for name in ("submitted_from", "submitted_to"):
+            if getattr(request, name):
+                args.append(f"{name}={getattr(request, name)!r}")
+        if request.sort != "relevance":
+            args.append(f"sort={request.sort!r}")
+        if request.order != "descending":
+            args.append(f"order={request.order!r}")
+        if request.max_results != 10:
+            args.append(f"max_results={request.max_results}")
+        if request.start:
+            args.append(f"start={request.start}")
+        return f"arxiv({', '.join(args)})"
+
+
+def _category_terms(category: str) -> list[str]:
+    """``cat:`` terms for one category; ``archive.*`` expands to the archive and its classes."""
+    name = category.strip()
+    archive, _, subject = name.partition(".")
+    archive = archive.lower()
+    if archive not in TAXONOMY or (subject and subject != "*" and subject.lower() not in
+                                   {s.lower() for s in TAXONOMY[archive]}):
+        raise ArxivError(f'Unknown arXiv category "{name[:40]}". Use codes such as cs.CL, hep-th, math.AG, '
+                         "or an archive wildcard such as math.*.")
+    if subject == "*":
+        return [f"cat:{archive}"] + [f"cat:{archive}.{s}" for s in TAXONOMY[archive]]
+    if not subject:
+        return [f"cat:{archive}"]
+    canonical = next(s for s in TAXONOMY[archive] if s.lower() == subject.lower())
+    return [f"cat:{archive}.{canonical}"]
+
+
+def _api_date(value: str, end_of_day: bool) -> str:
+    """``YYYY-MM-DD`` -> the API's ``YYYYMMDDHHMM`` (GMT), at the start or end of that day."""
+    try:
+        day = time.strptime(value.strip(), "%Y-%m-%d")
+    except ValueError:
+        raise ArxivError(f'"{value[:40]}" is not a date of the form YYYY-MM-DD.') from None
+    return time.strftime("%Y%m%d", day) + ("2359" if end_of_day else "0000")
+
+
+def build_search(query: str | None = None, categories: Sequence[str] | None = None,
+                 submitted_from: str | None = None, submitted_to: str | None = None, sort: str = "relevance",
+                 order: str = "descending", max_results: int = 10, start: int = 0) -> SearchRequest:
+    """Validate search arguments and build the API's ``search_query``.
+
+    Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query
+    with fields (``ti:``, ``au:`` ...), boolean operators, quotes or
+    parentheses is passed on as written.  Categories are ORed together and
+    ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]``
+    with 12-digit GMT times, either end optional.  Raises ArxivError naming
+    the first bad argument.
+    """
+    query = " ".join((query or "").split())
+    categories = tuple(c for c in (categories or ()) if c and c.strip())
+    if len(query) > 1000:
+        raise ArxivError("The query is too long (at most 1,000 characters).")
+    if not query and not categories:
+        raise ArxivError("Give a query or categories to search.")
+    if sort not in SORTS:
+        raise ArxivError(f'sort must be one of {", ".join(SORTS)}.')
+    if order not in ORDERS:
+        raise ArxivError(f'order must be one of {", ".join(ORDERS)}.')
+    if not 1 <= max_results <= MAX_RESULTS:
+        raise ArxivError(f"max_results must be between 1 and {MAX_RESULTS}.")
+    if not 0 <= start <= MAX_START:
+        raise ArxivError(f"start must be between 0 and {MAX_START:,}.")
+    if len(categories) > 20:
+        raise ArxivError("Give at most 20 categories.")
+    terms = []
+    if query:
+        if _FIELDED.search(query):
+            terms.append(query)
+        else:
+            words = [w.strip(":") for w in query.split() if w.strip(":")]
+            terms.append(" AND ".join(f"all:{w}" for w in words))
+    if categories:
+        cat_terms = [t for c in categories for t in _category_terms(c)]
+        terms.append(cat_terms[0] if len(cat_terms) == 1 else f"({' OR '.join(cat_terms)})")
+    if submitted_from or submitted_to:
+        low = _api_date(submitted_from, False) if submitted_from else "199101010000"
+        high = _api_date(submitted_to, True) if submitted_to else "209912312359"
+        if low > high:
+            raise ArxivError("submitted_from is after submitted_to.")
+        terms.append(f"submittedDate:[{low} TO {high}]")
+    if len(terms) > 1 and query and _FIELDED.search(query):
+        terms[0] = f"({query})"
+    return SearchRequest(" AND ".join(terms), query, categories, submitted_from or "", submitted_to or "", sort,
+                         order, max_results, start)
+
+
+def _short_authors(authors: Sequence[Author]) -> str:
+    names = [a.name for a in authors[:3]]
+    return ", ".join(names) + (" et al." if len(authors) > 3 else "")
+
+
+def format_search(request: SearchRequest, feed: Feed) -> str:
+    """Search results as compact Markdown, with the call for the next page."""
+    sent = f"`{request.search_query}` (sorted by {request.sort}, {request.order})"
+    if not feed.papers:
+        if feed.total and request.start:
+            return f"# arXiv search\nNo results at start={request.start}: the search has {_count(feed.total)} hits. Query sent: {sent}"
+        return f"# arXiv search\nNo results for {sent}. Try fewer or broader terms, or other categories."
+    first, last = request.start + 1, request.start + len(feed.papers)
+    lines = [f"# arXiv search", f"Results {first}–{last} of {_count(feed.total)} for {sent}."]
+    if feed.total > _BROAD:
+        lines.append(f"{_count(feed.total)} papers match: narrow the search with fields (ti:, au:, abs:), "
+                     "categories or a date range.")
+    lines.append("")
+    for rank, paper in enumerate(feed.papers, start=first):
+        abstract = truncate(paper.abstract, _ABSTRACT_PREVIEW)
+        lines.append(f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
+                     f"{paper.primary_category} · {paper.published}")
+        lines.append(f"   {abstract[0]}{'…' if abstract[1] else ''}")
+    lines.append("")
+    if last < min(feed.total, MAX_START + request.max_results):
+        lines.append(f"Next page: `{request.call(start=last)}`.")
+    lines.append('Read a paper: `arxiv(paper="<id>")`.')
+    return "\n".join(lines)
+
+
+def search(request: SearchRequest, *, deadline: float | None = None, settings: Settings | None = None,
+           limiter: RateLimiter | None = None) -> Feed:
+    """Run a search against the arXiv API."""
+    return fetch_feed(request.params(), deadline=deadline, settings=settings, limiter=limiter)
+
+
+# ---------------------------------------------------------------------------
+# The library: converted papers cached in memory, one download per paper
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A paper as read: metadata, and the full text or why it is unavailable."""
+
+    paper: Paper
+    text: PaperText | None
+    text_error: str | None = None
+    transient: bool = False  # the text is missing for a reason that may pass: read again later
+
+    @property
+    def size(self) -> int:
+        return sys.getsizeof(self.text.markdown) if self.text else 0
+
+
+class PaperLibrary:
+    """Reads papers and keeps the converted ones in a bounded LRU cache.
+
+    A cold read starts the PDF download first and converts it while the rate
+    limiter holds the metadata request back, so the limiter's gap does not add
+    to the latency.  Concurrent reads of one paper share one download and one
+    conversion.  The cache is bounded by count and by bytes of Markdown; the
+    least recently used paper goes first.
+    """
+
+    def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None):
+        self.settings = settings or SETTINGS
+        self.limiter = limiter or LIMITER
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, Reading] = OrderedDict()
+        self._inflight: dict[str, Future[Reading]] = {}
+        self._metadata: dict[str, Paper] = {}  # of reads in flight, for answers at the deadline
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="arxiv")
+
+    def cached(self, arxiv_id: str) -> Reading | None:
+        with self._lock:
+            reading = self._cache.get(arxiv_id)
+            if reading is not None:
+                self._cache.move_to_end(arxiv_id)
+            return reading
+
+    def read(self, arxiv_id: str, deadline: float | None = None) -> Reading:
+        """The paper ``arxiv_id``, from the cache or from arXiv.
+
+        When ``deadline`` (a limiter-clock time) passes during a cold read, the
+        read goes on in the background and this returns the metadata alone with
+        a note, or raises ArxivError if even that is not there yet.
+        """
+        with self._lock:
+            if (reading := self._cache.get(arxiv_id)) is not None:
+                self._cache.move_to_end(arxiv_id)
+                return reading
+            future = self._inflight.get(arxiv_id)
+            if future is None:
+                future = self._inflight[arxiv_id] = Future()
+                self._pool.submit(self._load, arxiv_id, future)
+        timeout = None if deadline is None else max(0.0, deadline - self.limiter.clock())
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout:
+            with self._lock:
+                paper = self._metadata.get(arxiv_id)
+            if paper is None:
+                raise ArxivError(f"arXiv did not answer within {self.settings.deadline:g} s (ARXIV_DEADLINE); "
+                                 "the read goes on in the background: call again shortly.", transient=True) from None
+            return Reading(paper, None, "the conversion is still running after the deadline (ARXIV_DEADLINE); "
+                                        "call again in a few seconds to read the text.")
+
+    def _load(self, arxiv_id: str, future: Future[Reading]) -> None:
+        try:
+            reading = self._fetch(arxiv_id)
+        except BaseException as error:  # handed to every waiting caller
+            with self._lock:
+                self._inflight.pop(arxiv_id, None)
+                self._metadata.pop(arxiv_id, None)
+            future.set_exception(error)
+            return
+        with self._lock:
+            self._inflight.pop(arxiv_id, None)
+            self._metadata.pop(arxiv_id, None)
+            if reading.text is not None or not reading.transient:
+                self._store(arxiv_id, reading)
+        future.set_result(reading)
+
+    def _fetch(self, arxiv_id: str) -> Reading:
+        settings, limiter = self.settings, self.limiter
+        # PDF first: it converts while the limiter spaces out the metadata request.
+        pdf = self._pool.submit(fetch_pdf, arxiv_id, settings=settings, limiter=limiter)
+        converted: Future[PdfText] = Future()
+        pdf.add_done_callback(lambda done: self._pool.submit(self._convert, done, converted))
+        try:
+            paper = fetch_metadata(arxiv_id, settings=settings, limiter=limiter)
+        except ArxivError:
+            converted.cancel()
+            raise
+        with self._lock:
+            self._metadata[arxiv_id] = paper
+        try:
+            text = PaperText.from_pdf(converted.result(), paper.title)
+        except ArxivError as error:
+            return Reading(paper, None, str(error), transient=error.transient)
+        return Reading(paper, text)
+
+    def _convert(self, pdf: Future[bytes], converted: Future[PdfText]) -> None:
+        if not converted.set_running_or_notify_cancel():
+            return
+        try:
+            converted.set_result(pdf_to_markdown(pdf.result(), max_pages=self.settings.max_pages))
+        except BaseException as error:
+            converted.set_exception(error)
+
+    def _store(self, arxiv_id: str, reading: Reading) -> None:
+        self._cache[arxiv_id] = reading
+        self._cache.move_to_end(arxiv_id)
+        budget = self.settings.cache_mb * 1_000_000
+        while self._cache and (len(self._cache) > self.settings.cache_papers
+                               or sum(r.size for r in self._cache.values()) > budget):
+            self._cache.popitem(last=False)
+
+
+LIBRARY = PaperLibrary()
+
+
+def _deadline(settings: Settings, limiter: RateLimiter) -> float:
+    return limiter.clock() + settings.deadline
+
+
+def arxiv_markdown(url: str) -> str | None:
+    """Resolve a URL from a web search to Markdown, for a resolver chain.
+
+    Returns None when ``url`` names no arXiv paper (so the caller tries its
+    next resolver); otherwise the paper as Markdown (``# arXiv Paper``,
+    ``## Metadata``, ``## Abstract``, ``## Full Text (PDF)``, capped at
+    ARXIV_MAX_CHARS), or a short Markdown error note.  Never raises.
+    """
+    arxiv_id = parse_arxiv_id(url) if isinstance(url, str) else None
+    if arxiv_id is None:
+        return None
+    try:
+        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter))
+        return format_full(reading.paper, reading.text, reading.text_error)
+    except ArxivError as error:
+        return f"**Error reading arXiv:{arxiv_id}:** {error}"
+    except Exception as error:  # never raise into the caller's pipeline
+        log.exception("unexpected failure reading %s", arxiv_id)
+        return f"**Error reading arXiv:{arxiv_id}:** an internal error occurred ({type(error).__name__})."
+
+
+# ---------------------------------------------------------------------------
+# The tool
+# ---------------------------------------------------------------------------
+
+TOOL_DESCRIPTION = """Read or search arXiv papers.
+
+Read: give `paper` (an arXiv id such as 1706.03762 or hep-th/9711200, optionally with a version like v2, \
+or any arxiv.org abs/pdf/html URL). Without `section` you get an overview: metadata, abstract and the list \
+of sections with their sizes. Then read the sections you need with `section` (a number such as "3" or "2.1", \
+or a title such as "Introduction"; several separated by commas), or the whole paper with section="full" \
+(long: prefer sections).
+
+Search: give `query` and/or `categories`, optionally a submission date range, a sort order and paging. \
+Results list ids you can read with `paper`."""
+
+_PAPER_HELP = "arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' or 'https://arxiv.org/abs/1706.03762'."
+_SECTION_HELP = ("With `paper`: omit for the overview (metadata, abstract, section list); a section number or title "
+                 "('3', '2.1', 'Introduction', several comma-separated); or 'full' for the whole text.")
+_QUERY_HELP = ("Search terms. Plain words match all fields (every word must appear). Fielded syntax also works: "
+               "ti:, au:, abs:, cat:, all: with AND, OR, ANDNOT, quotes and parentheses, e.g. "
+               "'au:hinton AND ti:\"deep learning\"'.")
+_CATEGORIES_HELP = "arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', or 'math.*' for a whole archive."
+
+
+def _quote_input(text: str) -> str:
+    """A short, printable excerpt of untrusted input for an error message."""
+    excerpt = "".join(ch if ch.isprintable() and ch != "`" else "?" for ch in text[:80])
+    return f"`{excerpt}`" + ("…" if len(text) > 80 else "")
+
+
+def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary | None = None) -> str:
+    """The tool's reading half: the overview, the named sections or the full text."""
+    library = library or LIBRARY
+    arxiv_id = parse_arxiv_id(paper)
+    if arxiv_id is None:
+        return (f"**Error:** {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
+                "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
+                "use `query`.")
+    reading = library.read(arxiv_id, _deadline(library.settings, library.limiter))
+    choice = (section or "").strip()
+    if not choice:
+        return format_overview(reading.paper, reading.text, reading.text_error)
+    if choice.lower() == "full" or reading.text is None:
+        return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
+    return format_sections(reading.paper, reading.text, choice, library.settings.max_chars)
+
+
+def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> str:
+    """The tool's search half."""
+    library = library or LIBRARY
+    request = build_search(**arguments)
+    feed = search(request, deadline=_deadline(library.settings, library.limiter), settings=library.settings,
+                  limiter=library.limiter)
+    return format_search(request, feed)
+
+
+def arxiv_tool(paper: str | None = None, section: str | None = None, query: str | None = None,
+               categories: list[str] | str | None = None, submitted_from: str | None = None,
+               submitted_to: str | None = None, sort: str = "relevance", order: str = "descending",
+               max_results: int = 10, start: int = 0, *, library: PaperLibrary | None = None) -> str:
+    """The one tool: read a paper (``paper``, ``section``) or search (the rest).
+
+    Always returns Markdown; failures become a short ``**Error:**`` note and
+    never an exception, so the server keeps serving.
+    """
+    try:
+        if isinstance(categories, str):
+            categories = [c for c in re.split(r"[,\s]+", categories) if c]
+        searching = bool((query or "").strip() or categories)
+        if paper and searching:
+            return "**Error:** give either `paper` (to read) or `query`/`categories` (to search), not both."
+        if paper:
+            return read_paper(paper, section, library=library)
+        if searching:
+            return search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
+                                 submitted_to=submitted_to, sort=sort, order=order, max_results=max_results,
+                                 start=start)
+        return "**Error:** give `paper` to read a paper, or `query`/`categories` to search arXiv."
+    except ArxivError as error:
+        return f"**Error:** {error}"
+    except Exception as error:
+        log.exception("unexpected failure in the arxiv tool")
+        return f"**Error:** an internal error occurred ({type(error).__name__}); the server is still running."
+
+
+def build_server() -> Any:
+    """The MCP server with its one tool, ``arxiv``.  Imports ``mcp`` (2.x, or 1.x's FastMCP)."""
+    import anyio
+    from pydantic import Field
+
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError:  # mcp < 2 calls it FastMCP
+        from mcp.server.fastmcp import FastMCP as MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("arxiv", instructions="Find and read arXiv papers: search, then read an overview and the "
+                                             "sections you need.")
+
+    @server.tool(name="arxiv", description=TOOL_DESCRIPTION, structured_output=False,
+                 annotations=ToolAnnotations(title="arXiv", readOnlyHint=True, destructiveHint=False,
+                                             idempotentHint=True, openWorldHint=True))
+    async def arxiv(
+        paper: Annotated[str | None, Field(description=_PAPER_HELP)] = None,
+        section: Annotated[str | None, Field(description=_SECTION_HELP)] = None,
+        query: Annotated[str | None, Field(description=_QUERY_HELP)] = None,
+        categories: Annotated[list[str] | str | None, Field(description=_CATEGORIES_HELP)] = None,
+        submitted_from: Annotated[str | None, Field(description="Earliest submission date, YYYY-MM-DD.")] = None,
+        submitted_to: Annotated[str | None, Field(description="Latest submission date, YYYY-MM-DD.")] = None,
+        sort: Annotated[str, Field(description="'relevance', 'submitted' or 'updated'.")] = "relevance",
+        order: Annotated[str, Field(description="'descending' (newest or best first) or 'ascending'.")] = "descending",
+        max_results: Annotated[int, Field(description=f"Results per page, 1 to {MAX_RESULTS}.")] = 10,
+        start: Annotated[int, Field(description="Offset of the first result, for paging.")] = 0,
+    ) -> str:
+        # Downloads and conversions block: keep them off the event loop.
+        return await anyio.to_thread.run_sync(lambda: arxiv_tool(
+            paper, section, query, categories, submitted_from, submitted_to, sort, order, max_results, start))
+
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the MCP server over stdio."""
+    parser = argparse.ArgumentParser(description="arXiv MCP server: read and search arXiv papers.")
+    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    args = parser.parse_args(argv)
+    level = "DEBUG" if args.verbose else os.environ.get("ARXIV_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(stream=sys.stderr, level=level if level in logging._nameToLevel else "WARNING",
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    build_server().run()
+
+
+if __name__ == "__main__":
+    main()
