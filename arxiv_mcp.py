@@ -42,7 +42,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -329,7 +329,7 @@ def _retry_after(headers: Any) -> float | None:
     value = (headers.get("Retry-After") or "").strip() if headers else ""
     if not value:
         return None
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     with contextlib.suppress(TypeError, ValueError, IndexError):
         from email.utils import parsedate_to_datetime
@@ -378,7 +378,7 @@ def _get_once(url: str, *, accept: str, max_bytes: int, timeout: float, settings
             if final.scheme not in ("http", "https") or final.hostname not in settings.allowed_hosts:
                 raise ArxivError("arXiv redirected the request to another host, which this server refuses to read.")
             declared = response.headers.get("Content-Length")
-            declared = int(declared) if declared and declared.strip().isdigit() else None
+            declared = int(declared) if declared and declared.strip().isascii() and declared.strip().isdigit() else None
             if declared is not None and declared > max_bytes:
                 raise ArxivError(f"The file is larger than the {max_bytes / 1e6:g} MB cap (ARXIV_MAX_PDF_MB).")
             body = _read_capped(response, max_bytes)
@@ -386,14 +386,15 @@ def _get_once(url: str, *, accept: str, max_bytes: int, timeout: float, settings
                 raise _RetryableError("the download was cut short")
             return HttpResponse(body, response.headers.get("Content-Type", "") or "")
     except urllib.error.HTTPError as error:
-        with contextlib.suppress(Exception):
-            error.close()
         if error.code == 429 or error.code >= 500:
+            error.close()
             raise _RetryableError(f"arXiv answered HTTP {error.code}", _retry_after(error.headers)) from None
-        try:
+        try:  # the API explains a 400 in an Atom error entry
             body = error.read(_READ_CHUNK) if error.fp else b""
-        except Exception:
+        except (OSError, ValueError, http.client.HTTPException):
             body = b""
+        finally:
+            error.close()
         raise _StatusError(error.code, body) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
         raise _RetryableError(_network_reason(error)) from None
@@ -548,7 +549,7 @@ def parse_feed(data: bytes) -> Feed:
 
     def number(tag: str) -> int:
         value = _clean(root.findtext(f"{_OPENSEARCH}{tag}"))
-        return int(value) if value.isdigit() else 0
+        return int(value) if value.isascii() and value.isdigit() else 0
 
     papers = tuple(_parse_entry(e) for e in entries)
     return Feed(total=max(number("totalResults"), len(papers)), start=number("startIndex"), papers=papers)
@@ -791,7 +792,8 @@ class _Line:
 
 
 def _candidate_lines(markdown: str) -> list[_Line]:
-    """Lines that could be headings, outside picture text and tables."""
+    """Lines that could be headings: outside picture text and tables, and not
+    running page headers (the same text on three or more pages)."""
     lines, offset, in_picture = [], 0, False
     for raw in markdown.splitlines(keepends=True):
         stripped = raw.strip()
@@ -806,7 +808,17 @@ def _candidate_lines(markdown: str) -> list[_Line]:
             if plain and len(plain) <= 2 * _MAX_HEADING_CHARS:
                 lines.append(_Line(offset, plain, marked))
         offset += len(raw)
-    return lines
+    repeats = Counter(_key(line.text) for line in lines)
+    return [line for line in lines if repeats[_key(line.text)] < 3 or _NAMED_SECTIONS.fullmatch(line.text)]
+
+
+def _to_roman(value: int) -> str:
+    numerals = [(100, "C"), (90, "XC"), (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")]
+    out = ""
+    for amount, numeral in numerals:
+        while value >= amount:
+            out, value = out + numeral, value - amount
+    return out
 
 
 def _roman_value(numeral: str) -> int:
@@ -846,21 +858,22 @@ class _Numbering:
         else:
             if head.isdigit():
                 style, value = "arabic", int(head)
-            elif len(head) == 1 and (self.letter is not None and ord(head) == ord(self.letter) + 1
-                                     or not _ROMAN.fullmatch(head) or "roman" not in self.styles):
-                style, value = "letter", ord(head) - 64
+            elif len(head) == 1 and (not _ROMAN.fullmatch(head)
+                                     or self.letter is not None and ord(head) == ord(self.letter) + 1):
+                style, value = "letter", ord(head) - 64  # "C" after "B" is a letter, not 100
             else:
                 style, value = "roman", _roman_value(head)
-            if style not in self.styles:
-                self.styles.append(style)
-            level = self.styles.index(style) + 1
-            if style == "letter":
-                self.letter = head
+            level = (self.styles.index(style) if style in self.styles else len(self.styles)) + 1
         previous = self.last.get(level)
         if previous is not None and not previous < value <= previous + 3:
             return None
         if previous is None and value > 3 and len(parts) == 1:
             return None
+        if len(parts) == 1:
+            if style not in self.styles:
+                self.styles.append(style)
+            if style == "letter":
+                self.letter = head
         self.last[level] = value
         for deeper in [k for k in self.last if k > level]:
             del self.last[deeper]
@@ -876,18 +889,24 @@ def _sections_from_outline(outline: Sequence[tuple[int, str, int]], lines: list[
     """
     entries = [(level, title) for level, title, _ in outline
                if title and _key(title) != _key(paper_title) and _key(title) != "abstract"]
+    top_level = [i for i, (level, _) in enumerate(entries) if level == min(lv for lv, _ in entries)] if entries else []
+    if len(top_level) == 1 and top_level[0] == 0 and len(entries) > 1:
+        entries = entries[1:]  # a single top bookmark before all others is the paper's title
     if not entries:
         return []
     top = min(level for level, _ in entries)
     found, position = [], 0
     for level, title in entries:
-        want = _key(title)
+        number, name = _split_number(title)
+        want, want_name = _key(title), _key(name)
         for index in range(position, len(lines)):
-            have = _key(lines[index].text)
-            if have == want or (lines[index].marked and len(have) >= 8 and
-                                (want.startswith(have) or have.startswith(want))):
-                number, name = _split_number(title)
-                found.append((lines[index].offset, number, name, level - top + 1))
+            line = lines[index]
+            printed_number, printed_name = _split_number(line.text)
+            have = _key(line.text)
+            if (have == want or (len(want_name) >= 3 and _key(printed_name) == want_name)
+                    or (line.marked and len(have) >= 8 and (want.startswith(have) or have.startswith(want)))):
+                # Bookmarks often omit the number that the page prints.
+                found.append((line.offset, number or printed_number, name, level - top + 1))
                 position = index + 1
                 break
     return found
@@ -920,6 +939,36 @@ def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[
     return found
 
 
+# The first item of a reference list: "- [1] ..." or "- 1 ...", citing a year.
+_FIRST_REFERENCE = re.compile(r"^- (?:\[1\]|1\.?) +[^\n]*\b(?:1[89]|20)[0-9]{2}\b", re.M)
+_NEXT_REFERENCE = re.compile(r"^- (?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
+
+
+def _reference_list(markdown: str, found: list[tuple[int, str, str, int]]) -> tuple[int, str, str, int] | None:
+    """A References section for papers (PRB style) whose reference list has no
+    heading: it starts at the list's first item."""
+    if not found or any(_key(title) in ("references", "bibliography") for _, _, title, _ in found):
+        return None
+    first = _FIRST_REFERENCE.search(markdown, found[0][0])
+    if first is None or _NEXT_REFERENCE.search(markdown, first.end()) is None:
+        return None
+    return first.start(), "", "References", 1
+
+
+def _qualified(found: list[tuple[int, str, str, int]]) -> list[tuple[int, str, str, int]]:
+    """Prefix a subsection's one-part number with its parent's (``A`` under ``II`` is ``II.A``)."""
+    parents: dict[int, str] = {}
+    result = []
+    for offset, number, title, level in found:
+        parent = parents.get(level - 1, "")
+        if number and parent and "." not in number and level > 1:
+            number = f"{parent}.{number}"
+        parents = {k: v for k, v in parents.items() if k < level}
+        parents[level] = number
+        result.append((offset, number, title, level))
+    return result
+
+
 def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), paper_title: str = "") -> list[Section]:
     """The paper's sections in reading order.
 
@@ -927,12 +976,18 @@ def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), p
     found in the text, is authoritative for titles and levels; otherwise the
     Markdown headings and bold lines are filtered to numbered or well-known
     section names.  Text before the first section (title, authors, abstract)
-    is front matter and belongs to no section.
+    is front matter and belongs to no section.  A reference list without a
+    heading becomes a References section.
     """
     lines = _candidate_lines(markdown)
-    found = _sections_from_outline(outline, lines, paper_title) if outline else []
-    if len(found) < 2:
-        found = _sections_from_headings(lines, paper_title)
+    from_outline = _sections_from_outline(outline, lines, paper_title) if outline else []
+    from_headings = _sections_from_headings(lines, paper_title)
+    # Some outlines list only a few unnumbered entries (Acknowledgments, References).
+    found = from_outline if len(from_outline) >= max(2, len(from_headings) / 2) else from_headings
+    if references := _reference_list(markdown, found):
+        found.append(references)
+        found.sort()
+    found = _qualified(found)
     sections = []
     for index, (offset, number, title, level) in enumerate(found):
         end = next((o for o, _, _, lv in found[index + 1:] if lv <= level), len(markdown))
@@ -1013,9 +1068,32 @@ class PaperText:
 
     @classmethod
     def from_pdf(cls, pdf: PdfText, paper_title: str = "") -> "PaperText":
+        """Find the sections and rewrite each one's heading line as a Markdown
+        heading of its level (``## 2 Methods``, ``### 2.1 Data``): the
+        converter's heading levels vary from page to page.  A section found
+        without a heading line (a bare reference list) gets one inserted."""
         markdown = pdf.markdown
-        return cls(markdown, tuple(find_sections(markdown, pdf.outline, paper_title)), pdf.page_count,
-                   len(pdf.pages))
+        found = find_sections(markdown, pdf.outline, paper_title)
+        parts, sections, position = [], [], 0
+        for section in found:
+            line_end = markdown.find("\n", section.start)
+            line_end = len(markdown) if line_end < 0 else line_end
+            heading = f"{'#' * min(6, section.level + 1)} {section.label}"
+            if _key(section.title) not in _key(markdown[section.start:line_end]):
+                line_end, heading = section.start, heading + "\n\n"
+            parts.append(markdown[position:section.start])
+            start = sum(map(len, parts))
+            parts.append(heading)
+            sections.append((section, start, len(heading) - (line_end - section.start)))
+            position = line_end
+        parts.append(markdown[position:])
+        text = "".join(parts)
+        shifted = []
+        for section, start, _ in sections:
+            # a section ends where a later one starts: shift its end by the growth of the headings before it
+            growth = sum(delta for other, _, delta in sections if other.start < section.end)
+            shifted.append(dataclasses.replace(section, start=start, end=section.end + growth))
+        return cls(text, tuple(shifted), pdf.page_count, len(pdf.pages))
 
     def body(self, section: Section) -> str:
         return self.markdown[section.start:section.end].strip()
@@ -1130,6 +1208,8 @@ def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
             continue
         key = _key(wanted)
         number_key = wanted.strip().rstrip(".").upper()
+        if re.fullmatch(r"[0-9]{1,3}", number_key) and not any(s.number == number_key for s in text.sections):
+            number_key = _to_roman(int(number_key))  # "2" finds section II in papers numbered in Roman
         exact = [s for s in text.sections if s.number and s.number.upper() == number_key]
         exact = exact or [s for s in text.sections if _key(s.title) == key or _key(s.label) == key]
         matches = exact or [s for s in text.sections if key and (_key(s.title).startswith(key)

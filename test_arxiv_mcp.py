@@ -1,0 +1,935 @@
+"""Tests for arxiv_mcp.  No test touches the network: urllib.request.urlopen is
+replaced by FakeArxiv, which answers from real corpus files (testdata/) and
+records every request."""
+
+import asyncio
+import email.message
+import hashlib
+import http.client
+import io
+import re
+import socket
+import threading
+import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+import arxiv_mcp as am
+
+HERE = Path(__file__).parent
+DATA = HERE / "testdata"
+CORPUS = HERE.parent / "shared" / "corpus"
+
+ATOM_1111 = (DATA / "2016_idlist_1111.2011v2_doi_journalref_comment.xml").read_bytes()
+PDF_1111 = (DATA / "1111.2011v2.pdf").read_bytes()
+
+
+# ---------------------------------------------------------------------------
+# Test doubles
+# ---------------------------------------------------------------------------
+
+
+class FakeResponse(io.BytesIO):
+    """What urlopen returns: a body, headers, a final URL."""
+
+    def __init__(self, body: bytes, url: str, content_type: str = "application/octet-stream",
+                 length: int | None = None, status: int = 200):
+        super().__init__(body)
+        self.url, self.status = url, status
+        self.headers = email.message.Message()
+        self.headers["Content-Type"] = content_type
+        self.headers["Content-Length"] = str(len(body) if length is None else length)
+
+    def geturl(self):
+        return self.url
+
+
+def http_error(url, status, body=b"", headers=None):
+    message = email.message.Message()
+    for key, value in (headers or {}).items():
+        message[key] = value
+    return urllib.error.HTTPError(url, status, "error", message, io.BytesIO(body))
+
+
+class FakeArxiv:
+    """Stands in for urllib.request.urlopen.
+
+    ``pdfs`` and ``feeds`` map an id to bytes; ``script`` maps a URL substring
+    to a list of outcomes (exceptions or responses) served before the normal
+    answer, so faults can be injected per request.
+    """
+
+    def __init__(self, pdfs=None, feeds=None):
+        self.pdfs = dict(pdfs or {})
+        self.feeds = dict(feeds or {})
+        self.script: dict[str, list] = {}
+        self.requests: list[urllib.request.Request] = []
+        self.lock = threading.Lock()
+
+    @property
+    def urls(self):
+        return [r.full_url for r in self.requests]
+
+    def __call__(self, request, timeout=None):
+        assert timeout is not None and timeout > 0, "every request needs a timeout"
+        url = request.full_url
+        with self.lock:
+            self.requests.append(request)
+            for fragment, outcomes in self.script.items():
+                if fragment in url and outcomes:
+                    outcome = outcomes.pop(0)
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                    return outcome
+        parts = urllib.parse.urlsplit(url)
+        if parts.path.startswith("/pdf/"):
+            arxiv_id = parts.path[len("/pdf/"):]
+            if arxiv_id in self.pdfs:
+                return FakeResponse(self.pdfs[arxiv_id], url, "application/pdf")
+            raise http_error(url, 404)
+        query = urllib.parse.parse_qs(parts.query)
+        arxiv_id = query.get("id_list", [""])[0]
+        body = self.feeds.get(arxiv_id, (DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_bytes())
+        return FakeResponse(body, url, "application/atom+xml")
+
+
+class FakeClock:
+    """A monotonic clock that sleep() advances instantly."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        with self.lock:
+            self.sleeps.append(seconds)
+            self.now += seconds
+
+
+@pytest.fixture(scope="session")
+def convert_once():
+    """pdf_to_markdown memoised for the session: real conversions, each done once."""
+    real, memo = am.pdf_to_markdown, {}
+
+    def convert(data, *, max_pages=None, on_page=None):
+        key = (hashlib.sha256(data).hexdigest(), max_pages)
+        if key not in memo:
+            try:
+                memo[key] = real(data, max_pages=max_pages)
+            except am.ArxivError as error:
+                memo[key] = error
+        if isinstance(memo[key], am.ArxivError):
+            raise memo[key]
+        return memo[key]
+
+    return convert
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def env(monkeypatch, clock, convert_once):
+    """A fresh library on a fake clock, with urlopen faked and conversions memoised."""
+    fake = FakeArxiv(pdfs={"1111.2011v2": PDF_1111}, feeds={"1111.2011v2": ATOM_1111})
+    monkeypatch.setattr(urllib.request, "urlopen", fake)
+    monkeypatch.setattr(am, "pdf_to_markdown", convert_once)
+    settings = am.Settings(deadline=600)
+    limiter = am.RateLimiter(settings.min_interval, clock=clock, sleep=clock.sleep)
+    library = am.PaperLibrary(settings, limiter)
+    monkeypatch.setattr(am, "SETTINGS", settings)
+    monkeypatch.setattr(am, "LIMITER", limiter)
+    monkeypatch.setattr(am, "LIBRARY", library)
+    fake.library, fake.clock, fake.settings = library, clock, settings
+    return fake
+
+
+def call(**arguments):
+    return am.arxiv_tool(**arguments)
+
+
+# ---------------------------------------------------------------------------
+# Set-up: the script header and pyproject agree
+# ---------------------------------------------------------------------------
+
+
+def script_dependencies() -> list[str]:
+    header = re.search(r"^# /// script\n(.*?)^# ///$", (HERE / "arxiv_mcp.py").read_text(), re.S | re.M)
+    toml = "\n".join(line[2:] for line in header[1].splitlines())
+    return tomllib.loads(toml)["dependencies"]
+
+
+def test_script_header_and_pyproject_declare_the_same_dependencies():
+    project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]
+    assert sorted(script_dependencies()) == sorted(project["dependencies"])
+    # pymupdf4llm 2.x lives inside pymupdf 2.x: the pymupdf4llm wheel alone is empty.
+    assert any(d.startswith("pymupdf>=2") for d in project["dependencies"])
+
+
+def test_pymupdf4llm_is_importable_from_the_declared_dependencies():
+    import pymupdf
+    import pymupdf4llm
+
+    assert pymupdf.__version__.startswith("2.")
+    assert callable(pymupdf4llm.to_markdown)
+
+
+def test_module_imports_without_loading_pymupdf_or_mcp():
+    import subprocess
+    import sys
+
+    code = "import sys, arxiv_mcp; print('pymupdf' in sys.modules, 'mcp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+# ---------------------------------------------------------------------------
+# Identifiers
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2205.01491", "2205.01491"),
+    ("2205.01491v2", "2205.01491v2"),
+    ("  arXiv:2205.01491v2 ", "2205.01491v2"),
+    ("ARXIV:1706.03762", "1706.03762"),
+    ("0704.0001", "0704.0001"),
+    ("1412.9999v3", "1412.9999v3"),
+    ("1501.00001", "1501.00001"),
+    ("hep-th/9711200", "hep-th/9711200"),
+    ("hep-th/9711200v3", "hep-th/9711200v3"),
+    ("math.GT/0309136", "math/0309136"),
+    ("cond-mat/0603029v1", "cond-mat/0603029v1"),
+    ("10.48550/arXiv.2205.01491", "2205.01491"),
+    ("https://doi.org/10.48550/arXiv.2205.01491", "2205.01491"),
+    ("https://arxiv.org/abs/2205.01491", "2205.01491"),
+    ("http://arxiv.org/abs/2205.01491v2/", "2205.01491v2"),
+    ("https://www.arxiv.org/pdf/2205.01491", "2205.01491"),
+    ("https://arxiv.org/pdf/2205.01491v1.pdf", "2205.01491v1"),
+    ("HTTPS://ARXIV.ORG/PDF/2205.01491.PDF", "2205.01491"),
+    ("https://export.arxiv.org/abs/hep-th/9711200v1?context=hep-th#top", "hep-th/9711200v1"),
+    ("https://arxiv.org/html/2205.01491v2/", "2205.01491v2"),
+    ("arxiv.org/abs/1706.03762", "1706.03762"),
+    ("https://arxiv.org/ftp/arxiv/papers/2205/2205.01491.pdf", "2205.01491"),
+    ("https://arxiv.org/abs/math.GT/0309136", "math/0309136"),
+])
+def test_parse_arxiv_id_accepts_every_form_a_search_returns(text, expected):
+    assert am.parse_arxiv_id(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "", "   ", "hello world", "2205.1491", "2213.01491", "2200.01491", "1412.12345", "1501.1234",
+    "0703.0001", "hep-th/9111200x", "nonsense/9711200", "hep-th/0704001", "hep-th/9107001",
+    "https://evil.com/abs/2205.01491", "https://arxiv.org.evil.com/abs/2205.01491",
+    "https://evil.com/?u=https://arxiv.org/abs/2205.01491", "https://arxiv.org@evil.com/abs/2205.01491",
+    "https://user:pw@arxiv.org/abs/2205.01491", "https://arxiv.org:8080/abs/2205.01491",
+    "file://arxiv.org/abs/2205.01491", "ftp://arxiv.org/abs/2205.01491", "data:text/plain,2205.01491",
+    "javascript:alert(1)", "https://arxiv.org/abs/../../etc/passwd", "https://arxiv.org/abs/2205.01491/../x",
+    "https://arxiv.org/abs/%32205.01491", "https://arxiv.org/abs/2205%2E01491", "2205.01491\x00",
+    "2205.01491\nHost: evil", "arXiv:2205.01491\u202e", "2205.01491 😀", "https://arxiv.org/list/cs.AI/recent",
+    "https://arxiv.org/abs/", "x" * 1_000_000, "2205.01491v0", "10.1103/PhysRevB.85.115117",
+])
+def test_parse_arxiv_id_rejects_everything_else(text):
+    assert am.parse_arxiv_id(text) is None
+
+
+@given(st.text(max_size=200))
+@hsettings(max_examples=300, deadline=None)
+def test_parse_arxiv_id_never_raises_and_round_trips(text):
+    result = am.parse_arxiv_id(text)
+    if result is not None:
+        assert am.parse_arxiv_id(result) == result
+        assert re.fullmatch(r"[0-9]{4}\.[0-9]{4,5}(v[0-9]+)?|[a-z-]+/[0-9]{7}(v[0-9]+)?", result)
+
+
+@given(host=st.from_regex(r"[a-z0-9-]{1,20}(\.[a-z]{2,6}){1,2}", fullmatch=True),
+       path=st.sampled_from(["/abs/2205.01491", "/pdf/2205.01491v2", "/html/hep-th/9711200"]))
+@hsettings(max_examples=200, deadline=None)
+def test_parse_arxiv_id_never_accepts_another_host(host, path):
+    expected = am.parse_arxiv_id(f"https://{host}{path}")
+    if host in am.ARXIV_HOSTS:
+        assert expected is not None
+    else:
+        assert expected is None
+
+
+# ---------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------
+
+
+def test_settings_defaults_and_overrides():
+    default = am.Settings.from_env({})
+    assert (default.api_url, default.pdf_url) == ("https://export.arxiv.org/api/query",
+                                                  "https://export.arxiv.org/pdf/{id}")
+    assert (default.min_interval, default.max_chars, default.max_pages, default.max_pdf_bytes) == (3.0, 50_000, 30,
+                                                                                                50_000_000)
+    custom = am.Settings.from_env({"ARXIV_MAX_CHARS": "1000", "ARXIV_MIN_INTERVAL": "0.5",
+                                   "ARXIV_PDF_URL": "http://mirror.example/p/{id}.pdf"})
+    assert (custom.max_chars, custom.min_interval) == (1000, 0.5)
+    assert custom.allowed_hosts == {"export.arxiv.org", "mirror.example"}
+
+
+def test_bad_settings_fall_back_to_defaults_without_echoing_the_value(caplog):
+    secret = "https://user:s3cret@gateway.example/api"
+    settings = am.Settings.from_env({"ARXIV_MAX_CHARS": "lots", "ARXIV_PDF_URL": secret.replace("api", "nope"),
+                                     "ARXIV_MIN_INTERVAL": "-1"})
+    assert settings == am.Settings()
+    assert "s3cret" not in caplog.text and "lots" not in caplog.text
+    assert "ARXIV_MAX_CHARS" in caplog.text
+
+
+# ---------------------------------------------------------------------------
+# HTTP: limiter, retries, caps, redirects
+# ---------------------------------------------------------------------------
+
+
+def test_rate_limiter_spaces_request_starts_per_host(clock):
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
+    starts = []
+    for host in ["a", "a", "b", "a"]:
+        with limiter.slot(host):
+            starts.append((host, clock()))
+    assert starts == [("a", 1000.0), ("a", 1003.0), ("b", 1003.0), ("a", 1006.0)]
+
+
+def test_rate_limiter_holds_across_threads(clock):
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
+    starts, inside = [], []
+
+    def request():
+        with limiter.slot("export.arxiv.org"):
+            inside.append(1)
+            assert len(inside) == 1, "one connection at a time"
+            starts.append(clock())
+            inside.pop()
+
+    threads = [threading.Thread(target=request) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    starts.sort()
+    assert all(b - a >= 3.0 for a, b in zip(starts, starts[1:]))
+
+
+def test_rate_limiter_refuses_a_turn_past_the_deadline(clock):
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
+    with limiter.slot("h"):
+        pass
+    with pytest.raises(am.ArxivError, match="rate limit"):
+        with limiter.slot("h", deadline=clock() + 1):
+            pass
+
+
+def test_requests_carry_user_agent_and_timeout(env):
+    am.fetch_metadata("1111.2011v2")
+    request = env.requests[0]
+    assert request.get_header("User-agent").startswith("arxiv-mcp/")
+    assert env.urls == ["https://export.arxiv.org/api/query?id_list=1111.2011v2&max_results=1"]
+
+
+@pytest.mark.parametrize("status", [503, 502])
+def test_5xx_is_retried_and_recovers(env, status):
+    env.script["api/query"] = [http_error("u", status)]
+    assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum Criticality")
+    assert len(env.requests) == 2
+    assert env.clock.sleeps and env.clock.sleeps[0] >= 1.0  # backed off
+
+
+def test_429_honours_retry_after(env):
+    env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": "7"})]
+    am.fetch_metadata("1111.2011v2")
+    assert 7.0 in env.clock.sleeps
+
+
+def test_429_without_retry_after_backs_off_exponentially(env):
+    env.script["api/query"] = [http_error("u", 429) for _ in range(2)]
+    am.fetch_metadata("1111.2011v2")
+    assert len(env.requests) == 3
+
+
+def test_429_with_a_long_retry_after_is_reported_not_waited(env):
+    env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": "3600"})]
+    with pytest.raises(am.ArxivError, match="rate limiting.*3600"):
+        am.fetch_metadata("1111.2011v2")
+    assert max(env.clock.sleeps, default=0) < 60
+
+
+@pytest.mark.parametrize("fault, reason", [
+    (urllib.error.URLError(ConnectionRefusedError(111, "refused")), "refused"),
+    (urllib.error.URLError(socket.gaierror(-2, "Name or service not known")), "DNS"),
+    (socket.timeout("timed out"), "timed out"),
+    (ConnectionResetError(104, "reset"), "reset"),
+])
+def test_network_faults_retry_then_give_a_short_message(env, fault, reason):
+    env.script["api/query"] = [fault] * 10
+    with pytest.raises(am.ArxivError, match=reason) as error:
+        am.fetch_metadata("1111.2011v2")
+    assert len(env.requests) == env.settings.retries + 1
+    assert error.value.transient
+    assert "export.arxiv.org" not in str(error.value)
+
+
+def test_body_over_the_cap_is_refused_while_reading(env, monkeypatch):
+    settings = am.Settings(max_pdf_mb=0.001)  # 1,000 bytes
+    body = b"%PDF-1.4" + b"x" * 5000
+
+    class Counting(FakeResponse):
+        read_total = 0
+
+        def read(self, n=-1):
+            chunk = super().read(n)
+            Counting.read_total += len(chunk)
+            return chunk
+
+    env.script["/pdf/"] = [Counting(body, "https://export.arxiv.org/pdf/x", "application/pdf", length=0)]
+    del env.script["/pdf/"][0].headers["Content-Length"]
+    with pytest.raises(am.ArxivError, match="larger than"):
+        am.fetch_pdf("1111.2011v2", settings=settings)
+    assert Counting.read_total <= 1000 + am._READ_CHUNK
+
+
+def test_declared_length_over_the_cap_is_refused_before_reading(env):
+    settings = am.Settings(max_pdf_mb=0.001)
+
+    class Unread(FakeResponse):
+        def read(self, n=-1):
+            raise AssertionError("the body was read")
+
+    env.script["/pdf/"] = [Unread(b"%PDF-", "https://export.arxiv.org/pdf/x", "application/pdf", length=10**9)]
+    with pytest.raises(am.ArxivError, match="larger than"):
+        am.fetch_pdf("1111.2011v2", settings=settings)
+
+
+def test_pdf_cut_short_is_retried(env):
+    short = FakeResponse(PDF_1111[:1000], "https://export.arxiv.org/pdf/1111.2011v2", "application/pdf",
+                         length=len(PDF_1111))
+    env.script["/pdf/"] = [short]
+    assert am.fetch_pdf("1111.2011v2") == PDF_1111
+    assert len(env.requests) == 2
+
+
+def test_redirect_to_another_host_is_refused(env):
+    env.script["/pdf/"] = [FakeResponse(PDF_1111, "http://169.254.169.254/latest", "application/pdf")] * 5
+    with pytest.raises(am.ArxivError, match="redirected"):
+        am.fetch_pdf("1111.2011v2")
+
+
+def test_requests_outside_the_configured_hosts_are_refused(env):
+    with pytest.raises(am.ArxivError, match="Refused"):
+        am.http_get("https://evil.example/x", accept="*/*", max_bytes=10)
+    assert env.requests == []
+
+
+# ---------------------------------------------------------------------------
+# Atom
+# ---------------------------------------------------------------------------
+
+
+def atom(name):
+    path = DATA / name
+    if not path.exists():
+        path = CORPUS / "atom" / name
+        if not path.exists():
+            pytest.skip(f"{name} is in ../shared/corpus, which is not beside this checkout")
+    return path.read_bytes()
+
+
+def test_parse_feed_reads_every_metadata_field():
+    feed = am.parse_feed(ATOM_1111)
+    paper = feed.papers[0]
+    assert feed.total == 1
+    assert paper.arxiv_id == "1111.2011v2"
+    assert paper.title == "Quantum Criticality for Extended Nodes on a Bethe Lattice in the Large Connectivity Limit"
+    assert [a.name for a in paper.authors] == ["James M. Murray", "Adrian Del Maestro", "Zlatko Tesanovic"]
+    assert paper.abstract.startswith("Theoretical description of anisotropic systems") and "\n" not in paper.abstract
+    assert (paper.published, paper.updated) == ("2011-11-08", "2012-04-02")
+    assert paper.primary_category == "cond-mat.str-el"
+    assert paper.categories == ("cond-mat.str-el", "cond-mat.stat-mech")
+    assert paper.dois == ("10.1103/PhysRevB.85.115117",)
+    assert paper.journal_ref == "Phys. Rev. B 85, 115117 (2012)"
+    assert paper.comment == "8 pages, 3 figures. Published version"
+
+
+def test_parse_feed_multiple_dois_affiliations_and_many_authors():
+    dois = am.parse_feed(atom("2026_idlist_gr-qc_9910091_multiple_dois.xml")).papers[0]
+    assert dois.arxiv_id.startswith("gr-qc/9910091") and len(dois.dois) == 5
+    affiliated = am.parse_feed(atom("2026_idlist_legacy_astro-ph_0601001_affiliations_journalref_comment.xml"))
+    assert all(a.affiliations for a in affiliated.papers[0].authors)
+    many = am.parse_feed(atom("2026_idlist_1707.08567_34_authors.xml")).papers[0]
+    assert len(many.authors) == 34
+    metadata = am.format_metadata(many)
+    assert "and 24 more (34 authors)" in metadata
+
+
+def test_error_feed_and_empty_feed():
+    with pytest.raises(am.QueryRejected, match="incorrect id format for abc"):
+        am.parse_feed((DATA / "2026_error_incorrect_id_format_abc_http400.xml").read_bytes())
+    empty = am.parse_feed((DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_bytes())
+    assert empty.papers == () and empty.total == 0
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"<feed><entry>", "malformed"),
+    (b"\xff\xfe\x00garbage", "malformed"),
+    (b"", "empty"),
+    (b"<html><body>Service unavailable</body></html>", "other than an Atom feed"),
+])
+def test_bad_feeds_give_clear_errors(body, message):
+    with pytest.raises(am.ArxivError, match=message):
+        am.parse_feed(body)
+
+
+def test_billion_laughs_is_refused_quickly():
+    bomb = b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">' + b"".join(
+        b'<!ENTITY lol%d "%s">' % (i, b"&lol%d;" % (i - 1) * 10 if i > 1 else b"&lol;" * 10) for i in range(1, 10)
+    ) + b']><feed xmlns="http://www.w3.org/2005/Atom"><title>&lol9;</title></feed>'
+    with pytest.raises(am.ArxivError, match="DTD"):
+        am.parse_feed(bomb)
+
+
+def test_unknown_and_malformed_ids_are_not_found_and_not_retried(env):
+    assert call(paper="2501.99999").startswith("**Error:** arXiv has no paper 2501.99999")
+    env.requests.clear()
+    env.script["id_list=2501.00001"] = [http_error("u", 400, (DATA / "2026_error_incorrect_id_format_abc_http400.xml")
+                                                   .read_bytes())]
+    assert "rejected the id" in call(paper="2501.00001")
+    assert sum("api/query" in u for u in env.urls) == 1
+
+
+# ---------------------------------------------------------------------------
+# PDF validation and conversion
+# ---------------------------------------------------------------------------
+
+
+def synthetic_pdf(*, text="", image=False, password=None):
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page()
+    if text:
+        page.insert_text((72, 72), text)
+    if image:
+        pixmap = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 200, 200), False)
+        pixmap.set_rect(pixmap.irect, (120, 120, 120))
+        page.insert_image(page.rect, pixmap=pixmap)
+    if password:
+        return doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw=password, owner_pw=password + "o")
+    return doc.tobytes()
+
+
+ZERO_PAGE_PDF = (b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+                 b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n")
+
+
+@pytest.mark.parametrize("body, content_type, message", [
+    (b"", "application/pdf", "empty file"),
+    (b"<html>Access denied</html>", "text/html", "web page"),
+    (b"<html>Access denied</html>", "application/pdf", "web page"),
+])
+def test_check_pdf_refuses_what_is_not_a_pdf(body, content_type, message):
+    with pytest.raises(am.ArxivError, match=message):
+        am.check_pdf(body, content_type)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: synthetic_pdf(text="secret " * 100, password="pw"), "encrypted"),
+    (lambda: b"%PDF-1.4\n" + b"\x00garbage" * 100, "corrupt"),
+    (lambda: ZERO_PAGE_PDF, "no pages"),
+    (lambda: synthetic_pdf(image=True), "no text layer"),
+])
+def test_unreadable_pdfs_give_clear_errors(make, message):
+    with pytest.raises(am.ArxivError, match=message):
+        am.pdf_to_markdown(make())
+
+
+def test_conversion_writes_nothing_to_stdout(capfd):
+    text = am.pdf_to_markdown(synthetic_pdf(text="A line of real text for the layout model. " * 3) * 1
+                              if False else (DATA / "cond-mat_0406362v1.pdf").read_bytes())
+    assert "Transport" in text.markdown
+    out, _ = capfd.readouterr()
+    assert out == ""
+
+
+def test_conversion_respects_the_page_cap(convert_once):
+    text = convert_once(PDF_1111, max_pages=2)
+    assert (len(text.pages), text.page_count) == (2, 8)
+
+
+# ---------------------------------------------------------------------------
+# Sections on real papers
+# ---------------------------------------------------------------------------
+
+
+def labels(pdf_name, title, convert):
+    pdf = convert((DATA / pdf_name).read_bytes(), max_pages=30)
+    text = am.PaperText.from_pdf(pdf, title)
+    return [(s.level, s.label) for s in text.sections], text
+
+
+def test_sections_roman_numbered_with_outline(convert_once):
+    found, _ = labels("1111.2011v2.pdf", "Quantum Criticality for Extended Nodes on a Bethe Lattice in the "
+                                         "Large Connectivity Limit", convert_once)
+    assert found == [(1, "I Introduction"), (1, "II Self-consistent action in the large z limit"),
+                     (2, "II.A Ordered Phase"), (2, "II.B Disordered phase"), (1, "III Critical point in N limit"),
+                     (1, "IV Corrections at Finite N"), (1, "V Discussion"), (1, "References"),
+                     (1, "Acknowledgments")]
+
+
+def test_sections_from_an_outline_without_numbers_take_the_printed_numbers(convert_once):
+    found, _ = labels("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB", convert_once)
+    assert found == [(1, "I Introduction"), (1, "II Ultra light Bosons as Dark Matter"),
+                     (1, "III Testing with the CMB"), (1, "IV Conclusions"), (1, "References"),
+                     (1, "Acknowledgements")]
+
+
+def test_sections_without_outline(convert_once):
+    found, _ = labels("2203.00274v2.pdf", "TableFormer: Robust Transformer Modeling for Table-Text Encoding",
+                      convert_once)
+    assert found == [
+        (1, "1 Introduction"), (1, "2 Preliminaries: TAPAS for Table Encoding"),
+        (1, "3 TABLEFORMER: Robust Structural Table Encoding"), (1, "4 Experimental Setup"),
+        (2, "4.1 Datasets and Evaluation"), (2, "4.2 Baselines"), (2, "4.3 Perturbing Tables as Augmented Data"),
+        (1, "5 Experiments and Results"), (2, "5.1 Main Results"), (2, "5.2 Perturbation Results"),
+        (2, "5.3 Model Size Comparison"), (2, "5.4 Analysis of TABLEFORMER Submodules"),
+        (2, "5.5 Comparison of TABLEFORMER and Perturbed Data Augmentation"), (2, "5.6 Attention Bias Ablation Study"),
+        (2, "5.7 Limitations of TABLEFORMER"), (1, "6 Other Related Work"), (1, "7 Conclusion"),
+        (1, "Acknowledgments"), (1, "References"),
+    ]
+
+
+def test_a_letter_without_headings_has_no_sections(convert_once):
+    found, text = labels("1111.4508v2.pdf", "Finite temperature dynamical DMRG and the Drude weight of spin-1/2 "
+                                            "chains", convert_once)
+    assert found == []
+    paper = am.Paper("1111.4508v2", "Finite temperature DMRG", (), "abstract", "2011-11-18", "2012-01-01",
+                     "cond-mat.str-el", ("cond-mat.str-el",))
+    assert 'No section headings were found in this PDF; read the text with `section="full"`' in (
+        am.format_overview(paper, text))
+
+
+def test_front_matter_is_not_a_section(convert_once):
+    _, text = labels("1111.2011v2.pdf", "Quantum Criticality for Extended Nodes on a Bethe Lattice in the Large "
+                                        "Connectivity Limit", convert_once)
+    assert text.sections[0].start > text.markdown.index("Murray")
+    assert all("Murray" not in s.title for s in text.sections)
+
+
+def test_candidate_filter_rejects_sentence_fragments_and_running_headers():
+    markdown = "\n".join([
+        "# A PREPRINT", "## 1 Introduction", "text", "# A PREPRINT", "**We show that the model is exact.**",
+        "## 2 Methods", "# A PREPRINT", "## 7 Nonsense jump", "## 3 Results", "## References",
+    ]) + "\n"
+    found = [s.label for s in am.find_sections(markdown)]
+    assert found == ["1 Introduction", "2 Methods", "3 Results", "References"]
+
+
+# ---------------------------------------------------------------------------
+# Reading through the tool and arxiv_markdown
+# ---------------------------------------------------------------------------
+
+
+def test_arxiv_markdown_returns_none_for_other_urls(env):
+    assert am.arxiv_markdown("https://example.com/paper.pdf") is None
+    assert am.arxiv_markdown("https://arxiv.org/list/cs.AI/recent") is None
+    assert env.requests == []
+
+
+def test_arxiv_markdown_full_document(env):
+    document = am.arxiv_markdown("https://arxiv.org/abs/1111.2011v2")
+    headings = [line for line in document.splitlines() if re.match(r"#{1,2} ", line)]
+    assert headings[:4] == ["# arXiv Paper", "## Metadata", "## Abstract", "## Full Text (PDF)"]
+    assert "Perron-Frobenius" in document and "## II Self-consistent action" in document
+    assert len(document) <= 50_000
+    assert am.arxiv_markdown("arXiv:1111.2011v2") == document  # deterministic, and from the cache
+
+
+def test_cold_read_fetches_the_pdf_first_and_once(env):
+    call(paper="1111.2011v2")
+    assert [urllib.parse.urlsplit(u).path for u in env.urls] == ["/pdf/1111.2011v2", "/api/query"]
+    call(paper="https://arxiv.org/abs/1111.2011v2", section="2")
+    call(paper="1111.2011v2", section="full")
+    assert len(env.requests) == 2, "a second read makes no request"
+
+
+def test_overview_lists_sections_within_budget(env):
+    overview = call(paper="1111.2011v2")
+    assert overview.startswith("# arXiv Paper\n\n## Metadata")
+    assert "## Abstract" in overview and "## Sections" in overview
+    assert "8 pages" in overview and "in 9 sections" in overview
+    assert re.search(r"- \*\*I Introduction\*\* \([0-9,]+ chars, ~[0-9,]+ tokens\): It is often the case", overview)
+    assert "  - **II.A Ordered Phase**" in overview
+    assert 'section="full"' in overview
+    assert len(overview) <= 4_000
+
+
+def test_section_by_number_title_roman_and_several(env):
+    by_number = call(paper="1111.2011v2", section="II")
+    assert by_number.startswith("# Quantum Criticality for Extended Nodes")
+    assert "(arXiv:1111.2011v2)" in by_number.splitlines()[0]
+    assert "## II Self-consistent action in the large z limit" in by_number
+    assert "### II.A Ordered Phase" in by_number and "## III" not in by_number
+    assert call(paper="1111.2011v2", section="2") == by_number  # arabic finds Roman numbering
+    by_title = call(paper="1111.2011v2", section="  self-consistent ACTION ")
+    assert by_title == by_number
+    subsection = call(paper="1111.2011v2", section="ii.a")
+    assert "### II.A Ordered Phase" in subsection and "II.B" not in subsection.split("---")[0]
+    several = call(paper="1111.2011v2", section="Introduction, discussion")
+    assert "## I Introduction" in several and "## V Discussion" in several and "## II " not in several
+
+
+def test_navigation_lines(env):
+    section = call(paper="1111.2011v2", section="III")
+    navigation = section.splitlines()[-1]
+    assert navigation.startswith("Navigation: previous \"II.B Disordered phase\"")
+    assert 'next "IV Corrections at Finite N"' in navigation
+    first = call(paper="1111.2011v2", section="I").splitlines()[-1]
+    assert "previous" not in first and 'next "II Self-consistent' in first
+
+
+def test_unknown_section_lists_the_choices(env):
+    answer = call(paper="1111.2011v2", section="Methods")
+    assert answer.startswith("**Error:** Section \"Methods\" matches no section")
+    assert '"I", "II", "III", "IV", "V", "References", "Acknowledgments"' in answer
+    ambiguous = call(paper="1111.2011v2", section="i")
+    assert "**Error:**" not in ambiguous  # "I" is a number before it is a prefix
+
+
+def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypatch):
+    settings = am.Settings(max_chars=12_000, deadline=600)
+    monkeypatch.setattr(env.library, "settings", settings)
+    document = call(paper="1111.2011v2", section="full")
+    assert len(document) <= 12_000
+    note = document.splitlines()[-1]
+    assert re.match(r"\[Truncated: showed [0-9,]+ of [0-9,]+ characters \(ARXIV_MAX_CHARS\)\.", note)
+    assert re.search(r'The cut fell in section "II[^"]*"; continue with section="II', note)
+    assert "Source: https://arxiv.org/pdf/1111.2011v2" in note
+
+
+def test_page_cap_is_reported(env, monkeypatch):
+    settings = am.Settings(max_pages=2, deadline=600)
+    monkeypatch.setattr(env.library, "settings", settings)
+    overview = call(paper="1111.2011v2")
+    assert "Only the first 2 of 8 pages were converted (ARXIV_MAX_PAGES)." in overview
+    full = call(paper="1111.2011v2", section="full")
+    assert "Only the first 2 of 8 pages" in full
+
+
+@pytest.mark.parametrize("fault, message", [
+    (lambda: http_error("u", 404), "no PDF"),
+    (lambda: FakeResponse(b"<html>denied</html>", "https://export.arxiv.org/pdf/1111.2011v2", "text/html"),
+     "web page"),
+    (lambda: FakeResponse(b"", "https://export.arxiv.org/pdf/1111.2011v2", "application/pdf"), "empty file"),
+])
+def test_pdf_failure_keeps_metadata_and_abstract(env, fault, message):
+    env.script["/pdf/"] = [fault(), fault()]  # the second for a retry of a failure that may pass
+    overview = call(paper="1111.2011v2")
+    assert "## Abstract\nTheoretical description" in overview
+    assert "The full text is unavailable:" in overview and message in overview
+    full = call(paper="1111.2011v2", section="full")
+    assert "## Full Text (PDF)\nThe full text is unavailable" in full
+
+
+def test_transient_pdf_failure_is_not_cached(env):
+    env.script["/pdf/"] = [http_error("u", 503) for _ in range(4)]
+    assert "could not be reached" in call(paper="1111.2011v2")
+    assert "## Sections\n8 pages" in call(paper="1111.2011v2")
+
+
+def test_argument_errors(env):
+    assert "not both" in call(paper="1111.2011v2", query="bethe lattice")
+    assert "give `paper`" in call()
+    bad = call(paper="https://evil.com/abs/2205.01491")
+    assert bad.startswith("**Error:** `https://evil.com/abs/2205.01491` is not an arXiv paper")
+    huge = call(paper="x" * 1_000_000)
+    assert len(huge) < 500
+    assert env.requests == []
+
+
+def test_unexpected_failures_become_a_message_and_the_next_call_works(env, monkeypatch):
+    monkeypatch.setattr(am, "format_overview", lambda *a, **k: 1 / 0)
+    answer = call(paper="1111.2011v2")
+    assert answer == "**Error:** an internal error occurred (ZeroDivisionError); the server is still running."
+    monkeypatch.undo()
+
+
+def test_concurrent_reads_share_one_download(env):
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(call(paper="1111.2011v2"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(results)) == 1 and results[0].startswith("# arXiv Paper")
+    assert sorted(urllib.parse.urlsplit(u).path for u in env.urls) == ["/api/query", "/pdf/1111.2011v2"]
+
+
+def test_cache_is_bounded_by_count(env):
+    library = am.PaperLibrary(am.Settings(cache_papers=1, deadline=600), env.library.limiter)
+    env.feeds["1111.2011"] = ATOM_1111
+    env.pdfs["1111.2011"] = PDF_1111
+    library.read("1111.2011v2")
+    library.read("1111.2011")
+    assert library.cached("1111.2011v2") is None and library.cached("1111.2011") is not None
+
+
+# ---------------------------------------------------------------------------
+# Search
+# ---------------------------------------------------------------------------
+
+
+def sent_query(env):
+    return urllib.parse.urlsplit(env.urls[-1]).query
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (dict(query="bethe lattice"),
+     "search_query=all:bethe%20AND%20all:lattice&start=0&max_results=10&sortBy=relevance&sortOrder=descending"),
+    (dict(query='au:del_maestro AND (ti:checkerboard OR ti:"quantum criticality")'),
+     "search_query=au:del_maestro%20AND%20%28ti:checkerboard%20OR%20ti:%22quantum%20criticality%22%29"
+     "&start=0&max_results=10&sortBy=relevance&sortOrder=descending"),
+    (dict(query="transformers", categories=["cs.CL", "cs.LG"], submitted_from="2023-01-01",
+          submitted_to="2023-12-31"),
+     "search_query=all:transformers%20AND%20%28cat:cs.CL%20OR%20cat:cs.LG%29%20AND%20"
+     "submittedDate:%5B202301010000%20TO%20202312312359%5D&start=0&max_results=10&sortBy=relevance"
+     "&sortOrder=descending"),
+    (dict(categories=["hep-th"], submitted_from="2024-05-01"),
+     "search_query=cat:hep-th%20AND%20submittedDate:%5B202405010000%20TO%20209912312359%5D"
+     "&start=0&max_results=10&sortBy=relevance&sortOrder=descending"),
+    (dict(query="rust", sort="submitted", order="ascending"),
+     "search_query=all:rust&start=0&max_results=10&sortBy=submittedDate&sortOrder=ascending"),
+    (dict(query="rust", sort="updated"),
+     "search_query=all:rust&start=0&max_results=10&sortBy=lastUpdatedDate&sortOrder=descending"),
+    (dict(query="rust", max_results=50, start=100),
+     "search_query=all:rust&start=100&max_results=50&sortBy=relevance&sortOrder=descending"),
+    (dict(query="ti:lattice", categories="cond-mat.str-el"),
+     "search_query=%28ti:lattice%29%20AND%20cat:cond-mat.str-el&start=0&max_results=10&sortBy=relevance"
+     "&sortOrder=descending"),
+])
+def test_search_sends_the_exact_url(env, arguments, expected):
+    call(**arguments)
+    assert sent_query(env) == expected
+    assert "%2B" not in sent_query(env) and "+" not in sent_query(env)
+
+
+def test_archive_wildcard_expands_to_its_categories(env):
+    request = am.build_search(categories=["math.*"])
+    assert request.search_query.startswith("(cat:math OR cat:math.AC OR cat:math.AG")
+    assert request.search_query.count("cat:") == 1 + len(am.TAXONOMY["math"])
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(query="x", sort="newest"), "sort must be one of"),
+    (dict(query="x", order="up"), "order must be one of"),
+    (dict(query="x", max_results=51), "between 1 and 50"),
+    (dict(query="x", start=-1), "start must be"),
+    (dict(query="x", submitted_from="2023-13-01"), "YYYY-MM-DD"),
+    (dict(query="x", submitted_from="2024-01-01", submitted_to="2023-01-01"), "after"),
+    (dict(categories=["cs.XX"]), "Unknown arXiv category"),
+    (dict(query="x" * 2000), "too long"),
+])
+def test_search_argument_errors_name_the_problem(env, arguments, message):
+    answer = call(**arguments)
+    assert answer.startswith("**Error:**") and message in answer
+    assert env.requests == []
+
+
+@given(query=st.text(max_size=300), categories=st.lists(st.text(max_size=12), max_size=3),
+       sort=st.text(max_size=10), max_results=st.integers(-5, 100), start=st.integers(-5, 40_000))
+@hsettings(max_examples=200, deadline=None)
+def test_build_search_never_raises_anything_but_arxiv_error(query, categories, sort, max_results, start):
+    try:
+        request = am.build_search(query=query, categories=categories, sort=sort, max_results=max_results,
+                                  start=start)
+    except am.ArxivError:
+        return
+    assert request.search_query and "\n" not in request.search_query
+
+
+@given(section=st.text(max_size=200))
+@hsettings(max_examples=200, deadline=None)
+def test_section_selector_never_raises(section):
+    text = am.PaperText("## 1 Intro\nx\n## 2 Methods\ny\n",
+                        (am.Section("1", "Intro", 1, 0, 13), am.Section("2", "Methods", 1, 13, 27)), 1, 1)
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    assert isinstance(am.format_sections(paper, text, section), str)
+
+
+def feed_answer(env, name):
+    env.script["search_query"] = [FakeResponse(atom(name), "https://export.arxiv.org/api/query", "application/atom+xml")]
+
+
+@pytest.mark.parametrize("name, total, count", [
+    ("2026_search_all_electron_2results_legacy_ids.xml", "182,239", 2),
+    ("2026_search_all_rust_5results_relevance.xml", "774", 5),
+    ("2026_search_testing_10results_dois.xml", "214,881", 10),
+    ("2026_search_testing_100results.xml", "214,881", 100),
+    ("2016_search_quantum_criticality_2results.xml", "2", 2),
+])
+def test_search_results_are_compact_and_deterministic(env, name, total, count):
+    feed_answer(env, name)
+    answer = call(query="testing", max_results=min(count, 50))
+    feed_answer(env, name)
+    assert call(query="testing", max_results=min(count, 50)) == answer
+    assert f"of {total} for `all:testing`" in answer
+    entries = re.findall(r"^[0-9]+\. \*\*", answer, re.M)
+    assert len(entries) == count
+    for abstract in re.findall(r"^   (.*)$", answer, re.M):
+        assert len(abstract) <= am._ABSTRACT_PREVIEW + 1
+    assert 'arxiv(paper="<id>")' in answer
+
+
+def test_search_entry_format_with_legacy_ids_and_et_al(env):
+    feed_answer(env, "2026_search_all_electron_2results_legacy_ids.xml")
+    answer = call(query="electron", max_results=2)
+    first = re.search(r"^1\. .*$", answer, re.M)[0]
+    assert re.fullmatch(r"1\. \*\*.+\*\* — .+ et al\. · `cond-mat/0011267v1` · cond-mat\.[a-z-]+ · 2000-11-15", first)
+    assert "182,239 papers match: narrow the search" in answer
+    assert "Next page: `arxiv(query='electron', max_results=2, start=2)`" in answer
+
+
+def test_search_no_results_and_error_feed(env):
+    feed_answer(env, "2026_empty_idlist_0000.0000_totalResults0.xml")
+    answer = call(query="qwxyzzy")
+    assert "No results for `all:qwxyzzy`" in answer
+    env.script["search_query"] = [http_error("u", 400, atom("2026_error_incorrect_id_format_abc_http400.xml"))]
+    assert call(query="ti:(").startswith("**Error:** The arXiv API rejected the request: incorrect id format")
+
+
+# ---------------------------------------------------------------------------
+# The MCP server
+# ---------------------------------------------------------------------------
+
+
+def test_server_registers_exactly_one_tool_with_annotations():
+    server = am.build_server()
+    tools = asyncio.run(server.list_tools())
+    assert [t.name for t in tools] == ["arxiv"]
+    tool = tools[0].model_dump(by_alias=True)
+    hints = tool["annotations"]
+    assert hints["readOnlyHint"] is True and hints["openWorldHint"] is True and hints["destructiveHint"] is False
+    properties = tool["inputSchema"]["properties"]
+    assert list(properties) == ["paper", "section", "query", "categories", "submitted_from", "submitted_to",
+                                "sort", "order", "max_results", "start"]
+    assert all(p.get("description") for p in properties.values())
+    assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
+
+
+def test_tool_call_through_the_server(env):
+    server = am.build_server()
+    result = asyncio.run(server.call_tool("arxiv", {"paper": "1111.2011v2", "section": "V"}))
+    blocks = result[0] if isinstance(result, tuple) else getattr(result, "content", result)
+    text = blocks[0].text
+    assert "## V Discussion" in text
