@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import dataclasses
 import http.client
+import inspect
 import logging
 import math
 import re
@@ -1460,6 +1461,18 @@ class Reading:
         return sys.getsizeof(self.text.markdown) if self.text else 0
 
 
+Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
+
+
+@dataclass
+class _Flight:
+    """A cold read in progress, shared by every caller that asks for the paper meanwhile."""
+
+    future: Future[Reading] = dataclasses.field(default_factory=Future)
+    listeners: list[Progress] = dataclasses.field(default_factory=list)
+    paper: Paper | None = None  # the metadata, once known: what a call past its deadline can answer
+
+
 class PaperLibrary:
     """Reads papers and keeps the converted ones in a bounded LRU cache.
 
@@ -1475,84 +1488,93 @@ class PaperLibrary:
         self.limiter = limiter or LIMITER
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Reading] = OrderedDict()
-        self._inflight: dict[str, Future[Reading]] = {}
-        self._metadata: dict[str, Paper] = {}  # of reads in flight, for answers at the deadline
+        self._flights: dict[str, _Flight] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="arxiv")
 
     def cached(self, arxiv_id: str) -> Reading | None:
+        """The cached reading of ``arxiv_id`` (marking it recently used), or None."""
         with self._lock:
             reading = self._cache.get(arxiv_id)
             if reading is not None:
                 self._cache.move_to_end(arxiv_id)
             return reading
 
-    def read(self, arxiv_id: str, deadline: float | None = None) -> Reading:
+    def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None) -> Reading:
         """The paper ``arxiv_id``, from the cache or from arXiv.
 
-        When ``deadline`` (a limiter-clock time) passes during a cold read, the
-        read goes on in the background and this returns the metadata alone with
-        a note, or raises ArxivError if even that is not there yet.
+        ``on_progress`` hears the steps of a cold read (download, pages
+        converted).  When ``deadline`` (a limiter-clock time) passes during a
+        cold read, the read goes on in the background to fill the cache and
+        this returns the metadata alone with a note, or raises ArxivError if
+        even that has not arrived.
         """
         with self._lock:
             if (reading := self._cache.get(arxiv_id)) is not None:
                 self._cache.move_to_end(arxiv_id)
                 return reading
-            future = self._inflight.get(arxiv_id)
-            if future is None:
-                future = self._inflight[arxiv_id] = Future()
-                self._pool.submit(self._load, arxiv_id, future)
+            flight = self._flights.get(arxiv_id)
+            if flight is None:
+                flight = self._flights[arxiv_id] = _Flight()
+                self._pool.submit(self._load, arxiv_id, flight)
+            if on_progress is not None:
+                flight.listeners.append(on_progress)
         timeout = None if deadline is None else max(0.0, deadline - self.limiter.clock())
         try:
-            return future.result(timeout=timeout)
+            return flight.future.result(timeout=timeout)
         except FutureTimeout:
-            with self._lock:
-                paper = self._metadata.get(arxiv_id)
-            if paper is None:
-                raise ArxivError(f"arXiv did not answer within {self.settings.deadline:g} s (ARXIV_DEADLINE); "
-                                 "the read goes on in the background: call again shortly.", transient=True) from None
-            return Reading(paper, None, "the conversion is still running after the deadline (ARXIV_DEADLINE); "
-                                        "call again in a few seconds to read the text.")
+            if flight.paper is None:
+                raise ArxivError(f"arXiv did not answer within the {self.settings.deadline:g} s deadline "
+                                 "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
+                                 transient=True) from None
+            return Reading(flight.paper, None, f"the conversion was still running at the {self.settings.deadline:g} s "
+                                               "deadline (ARXIV_DEADLINE); it goes on in the background: call again "
+                                               "in a few seconds to read the text.", transient=True)
 
-    def _load(self, arxiv_id: str, future: Future[Reading]) -> None:
+    def _load(self, arxiv_id: str, flight: _Flight) -> None:
         try:
-            reading = self._fetch(arxiv_id)
+            reading = self._fetch(arxiv_id, flight)
         except BaseException as error:  # handed to every waiting caller
             with self._lock:
-                self._inflight.pop(arxiv_id, None)
-                self._metadata.pop(arxiv_id, None)
-            future.set_exception(error)
+                del self._flights[arxiv_id]
+            flight.future.set_exception(error)
             return
         with self._lock:
-            self._inflight.pop(arxiv_id, None)
-            self._metadata.pop(arxiv_id, None)
+            del self._flights[arxiv_id]
             if reading.text is not None or not reading.transient:
                 self._store(arxiv_id, reading)
-        future.set_result(reading)
+        flight.future.set_result(reading)
 
-    def _fetch(self, arxiv_id: str) -> Reading:
+    def _fetch(self, arxiv_id: str, flight: _Flight) -> Reading:
+        def progress(done: float, total: float | None, message: str) -> None:
+            for listener in list(flight.listeners):
+                with contextlib.suppress(Exception):  # a listener's failure must not fail the read
+                    listener(done, total, message)
+
         settings, limiter = self.settings, self.limiter
+        progress(0, None, "Downloading the PDF")
         # PDF first: it converts while the limiter spaces out the metadata request.
         pdf = self._pool.submit(fetch_pdf, arxiv_id, settings=settings, limiter=limiter)
         converted: Future[PdfText] = Future()
-        pdf.add_done_callback(lambda done: self._pool.submit(self._convert, done, converted))
+        pdf.add_done_callback(lambda done: self._pool.submit(self._convert, done, converted, progress))
         try:
-            paper = fetch_metadata(arxiv_id, settings=settings, limiter=limiter)
+            flight.paper = fetch_metadata(arxiv_id, settings=settings, limiter=limiter)
         except ArxivError:
             converted.cancel()
             raise
-        with self._lock:
-            self._metadata[arxiv_id] = paper
         try:
-            text = PaperText.from_pdf(converted.result(), paper.title)
+            text = PaperText.from_pdf(converted.result(), flight.paper.title)
         except ArxivError as error:
-            return Reading(paper, None, str(error), transient=error.transient)
-        return Reading(paper, text)
+            return Reading(flight.paper, None, str(error), transient=error.transient)
+        return Reading(flight.paper, text)
 
-    def _convert(self, pdf: Future[bytes], converted: Future[PdfText]) -> None:
+    def _convert(self, pdf: Future[bytes], converted: Future[PdfText], progress: Progress) -> None:
         if not converted.set_running_or_notify_cancel():
             return
         try:
-            converted.set_result(pdf_to_markdown(pdf.result(), max_pages=self.settings.max_pages))
+            data = pdf.result()
+            converted.set_result(pdf_to_markdown(
+                data, max_pages=self.settings.max_pages,
+                on_page=lambda done, total: progress(done, total, f"Converted page {done} of {total}")))
         except BaseException as error:
             converted.set_exception(error)
 
@@ -1623,7 +1645,8 @@ def _quote_input(text: str) -> str:
     return f"`{excerpt}`" + ("…" if len(text) > 80 else "")
 
 
-def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary | None = None) -> str:
+def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary | None = None,
+               on_progress: Progress | None = None) -> str:
     """The tool's reading half: the overview, the named sections or the full text."""
     library = library or LIBRARY
     arxiv_id = parse_arxiv_id(paper)
@@ -1631,7 +1654,7 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
         return (f"**Error:** {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
                 "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
                 "use `query`.")
-    reading = library.read(arxiv_id, _deadline(library.settings, library.limiter))
+    reading = library.read(arxiv_id, _deadline(library.settings, library.limiter), on_progress)
     choice = (section or "").strip()
     if not choice:
         return format_overview(reading.paper, reading.text, reading.text_error)
@@ -1652,7 +1675,8 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
 def arxiv_tool(paper: str | None = None, section: str | None = None, query: str | None = None,
                categories: list[str] | str | None = None, submitted_from: str | None = None,
                submitted_to: str | None = None, sort: str = "relevance", order: str = "descending",
-               max_results: int = 10, start: int = 0, *, library: PaperLibrary | None = None) -> str:
+               max_results: int = 10, start: int = 0, *, library: PaperLibrary | None = None,
+               on_progress: Progress | None = None) -> str:
     """The one tool: read a paper (``paper``, ``section``) or search (the rest).
 
     Always returns Markdown; failures become a short ``**Error:**`` note and
@@ -1665,7 +1689,7 @@ def arxiv_tool(paper: str | None = None, section: str | None = None, query: str 
         if paper and searching:
             return "**Error:** give either `paper` (to read) or `query`/`categories` (to search), not both."
         if paper:
-            return read_paper(paper, section, library=library)
+            return read_paper(paper, section, library=library, on_progress=on_progress)
         if searching:
             return search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
                                  submitted_to=submitted_to, sort=sort, order=order, max_results=max_results,
@@ -1678,24 +1702,36 @@ def arxiv_tool(paper: str | None = None, section: str | None = None, query: str 
         return f"**Error:** an internal error occurred ({type(error).__name__}); the server is still running."
 
 
-def build_server() -> Any:
-    """The MCP server with its one tool, ``arxiv``.  Imports ``mcp`` (2.x, or 1.x's FastMCP)."""
+def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
+    """The MCP server with its one tool, ``arxiv``.
+
+    Imports ``mcp`` here, not at module level, so the plain functions import
+    without it.  Works with mcp 2.x (``MCPServer``) and 1.x (``FastMCP``);
+    ``host`` and ``port`` matter only for ``--http``.
+    """
+    import asyncio
+
     import anyio
     from pydantic import Field
 
     try:
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import Context, MCPServer
     except ImportError:  # mcp < 2 calls it FastMCP
+        from mcp.server.fastmcp import Context
         from mcp.server.fastmcp import FastMCP as MCPServer
     from mcp.types import ToolAnnotations
 
+    options: dict[str, Any] = {}
+    if "host" in inspect.signature(MCPServer).parameters:  # 1.x takes the HTTP address here
+        options = {"host": host, "port": port}
     server = MCPServer("arxiv", instructions="Find and read arXiv papers: search, then read an overview and the "
-                                             "sections you need.")
+                                             "sections you need.", **options)
 
     @server.tool(name="arxiv", description=TOOL_DESCRIPTION, structured_output=False,
                  annotations=ToolAnnotations(title="arXiv", readOnlyHint=True, destructiveHint=False,
                                              idempotentHint=True, openWorldHint=True))
     async def arxiv(
+        ctx: Context,
         paper: Annotated[str | None, Field(description=_PAPER_HELP)] = None,
         section: Annotated[str | None, Field(description=_SECTION_HELP)] = None,
         query: Annotated[str | None, Field(description=_QUERY_HELP)] = None,
@@ -1707,22 +1743,41 @@ def build_server() -> Any:
         max_results: Annotated[int, Field(description=f"Results per page, 1 to {MAX_RESULTS}.")] = 10,
         start: Annotated[int, Field(description="Offset of the first result, for paging.")] = 0,
     ) -> str:
+        loop = asyncio.get_running_loop()
+
+        def on_progress(done: float, total: float | None, message: str) -> None:
+            # Called from a worker thread; reported only when the client sent a progress token.
+            asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
+
         # Downloads and conversions block: keep them off the event loop.
         return await anyio.to_thread.run_sync(lambda: arxiv_tool(
-            paper, section, query, categories, submitted_from, submitted_to, sort, order, max_results, start))
+            paper, section, query, categories, submitted_from, submitted_to, sort, order, max_results, start,
+            on_progress=on_progress))
 
     return server
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the MCP server over stdio."""
-    parser = argparse.ArgumentParser(description="arXiv MCP server: read and search arXiv papers.")
-    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    """Run the MCP server: over stdio, or with ``--http`` as a Streamable HTTP server."""
+    parser = argparse.ArgumentParser(prog="arxiv-mcp", description="arXiv MCP server: read and search arXiv papers.")
+    parser.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind with --http (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port for --http (default 8000)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="debug logs on stderr (or ARXIV_LOG_LEVEL)")
     args = parser.parse_args(argv)
     level = "DEBUG" if args.verbose else os.environ.get("ARXIV_LOG_LEVEL", "WARNING").upper()
-    logging.basicConfig(stream=sys.stderr, level=level if level in logging._nameToLevel else "WARNING",
+    logging.basicConfig(stream=sys.stderr, level=level if level in logging.getLevelNamesMapping() else "WARNING",
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    build_server().run()
+    server = build_server(args.host, args.port)
+    if not args.http:
+        server.run()
+        return
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("serving on %s: anyone who can reach it can use this server; see the README", args.host)
+    if "host" in inspect.signature(server.run_streamable_http_async).parameters:
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run("streamable-http")
 
 
 if __name__ == "__main__":

@@ -933,3 +933,165 @@ def test_tool_call_through_the_server(env):
     blocks = result[0] if isinstance(result, tuple) else getattr(result, "content", result)
     text = blocks[0].text
     assert "## V Discussion" in text
+
+
+# ---------------------------------------------------------------------------
+# End to end: the real server process, the SDK's own client, a loopback arXiv
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loopback_arxiv():
+    """A stand-in for arXiv on 127.0.0.1 serving the test data; yields its base URL."""
+    import http.server
+
+    search = (DATA / "2016_search_quantum_criticality_2results.xml").read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            parts = urllib.parse.urlsplit(self.path)
+            query = urllib.parse.parse_qs(parts.query)
+            if parts.path == "/pdf/1111.2011v2":
+                body, kind = PDF_1111, "application/pdf"
+            elif parts.path == "/api/query" and query.get("id_list") == ["1111.2011v2"]:
+                body, kind = ATOM_1111, "application/atom+xml"
+            elif parts.path == "/api/query" and "search_query" in query:
+                body, kind = search, "application/atom+xml"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def server_environment(base, tmp_path):
+    import os
+
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    return {**os.environ, "ARXIV_API_URL": f"{base}/api/query", "ARXIV_PDF_URL": f"{base}/pdf/{{id}}",
+            "ARXIV_MIN_INTERVAL": "0", "HOME": str(home), "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def text_of(result):
+    assert result.content and result.content[0].type == "text"
+    return result.content[0].text
+
+
+async def exercise(session):
+    """The calls an agent makes; returns what it saw."""
+    seen = {}
+    await session.initialize()
+    seen["tools"] = (await session.list_tools()).tools
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    seen["overview"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2"},
+                                                       progress_callback=on_progress))
+    seen["progress"] = progress
+    seen["section"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2", "section": "II.A"}))
+    seen["full"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2", "section": "full"}))
+    seen["search"] = text_of(await session.call_tool("arxiv", {"query": "quantum criticality"}))
+    seen["bad id"] = text_of(await session.call_tool("arxiv", {"paper": "file:///etc/passwd"}))
+    seen["bad type"] = await session.call_tool("arxiv", {"query": "x", "max_results": "many"})
+    seen["still alive"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2", "section": "V"}))
+    return seen
+
+
+def check_exchange(seen):
+    assert [t.name for t in seen["tools"]] == ["arxiv"]
+    assert seen["overview"].startswith("# arXiv Paper") and "## Sections" in seen["overview"]
+    assert "### II.A Ordered Phase" in seen["section"]
+    assert "## Full Text (PDF)" in seen["full"]
+    assert "Results 1–2 of 2" in seen["search"]
+    assert seen["bad id"].startswith("**Error:**")
+    assert seen["bad type"].model_dump(by_alias=True)["isError"]
+    assert "## V Discussion" in seen["still alive"]
+
+
+def test_stdio_end_to_end_with_the_sdk_client(loopback_arxiv, tmp_path):
+    import sys
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = server_environment(loopback_arxiv, tmp_path)
+    stray = []
+
+    async def on_message(message):
+        if isinstance(message, Exception):  # a line on stdout that is not a protocol message
+            stray.append(message)
+
+    async def main():
+        params = StdioServerParameters(command=sys.executable, args=[str(HERE / "arxiv_mcp.py")], env=env,
+                                       cwd=str(work))
+        with open(tmp_path / "stderr.txt", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    return await exercise(session)
+
+    seen = asyncio.run(main())
+    check_exchange(seen)
+    assert stray == []
+    pages = [p for p in seen["progress"] if p[1] == 8]
+    assert [p[0] for p in pages] == list(range(1, 9)), seen["progress"]
+    assert pages[-1][2] == "Converted page 8 of 8"
+    # Nothing written to disk: not in the working directory, TMPDIR or HOME.
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "stderr.txt"]
+    assert written == []
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_http_mode_serves_the_same_tool(loopback_arxiv, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import mcp.client.streamable_http as transport
+    from mcp import ClientSession
+
+    connect = getattr(transport, "streamable_http_client", None) or transport.streamablehttp_client
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(HERE / "arxiv_mcp.py"), "--http", "--port", str(port)],
+                               env=server_environment(loopback_arxiv, tmp_path), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+
+        async def main():
+            async with connect(f"http://127.0.0.1:{port}/mcp") as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    return await exercise(session)
+
+        check_exchange(asyncio.run(main()))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
