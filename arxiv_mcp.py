@@ -1034,10 +1034,62 @@ def _authors(authors: Sequence[Author], limit: int = _MAX_AUTHORS_SHOWN) -> str:
     return ", ".join(shown) + (f", and {more} more ({len(authors)} authors)" if more > 0 else "")
 
 
-def format_metadata(paper: Paper) -> str:
-    """The ``# arXiv Paper`` header with ``## Metadata`` and ``## Abstract``."""
+_WITHDRAWN = re.compile(r"\b(?:(?:paper|article|submission|version|manuscript|preprint) (?:has been|is|was) "
+                        r"withdrawn|withdrawn by (?:the )?authors?|withdrawn due to)\b", re.I)
+
+
+def withdrawal_notice(paper: Paper) -> str:
+    """A warning line when the metadata says this version was withdrawn, else "".
+
+    arXiv keeps a withdrawn version's metadata; its comment (or abstract) says
+    so, and its PDF may be a one-page notice.  An earlier version, when there
+    is one, still has the content.
+    """
+    reason = next((t for t in (paper.comment, paper.abstract) if _WITHDRAWN.search(t)), "")
+    if not reason:
+        return ""
+    notice = f"> **This version was withdrawn by its authors:** {truncate(reason, 300)[0]}"
+    base, version = _split_version(paper.arxiv_id)
+    if version and version > 1:
+        notice += (f"\n> The last version with content is probably v{version - 1}: "
+                   f'read it with `paper="{base}v{version - 1}"`.')
+    return notice
+
+
+# Hosts of code and data repositories, and how many path parts name a repository there.
+_REPOSITORY_HOSTS = {"github.com": 2, "gitlab.com": 2, "bitbucket.org": 2, "huggingface.co": 2, "zenodo.org": 2,
+                     "codeberg.org": 2}
+_REPOSITORY_LINK = re.compile(
+    r"(?<![\w.@/-])(?:https?://)?(?:www\.)?(?P<host>" + "|".join(map(re.escape, _REPOSITORY_HOSTS)) +
+    r")/(?P<path>[A-Za-z0-9_.~-]+(?:/[A-Za-z0-9_.~-]+)*)", re.I)
+_MAX_LINKS = 5
+
+
+def repository_links(markdown: str) -> list[tuple[int, str]]:
+    """Distinct code and data repository links in the text: (offset, URL) in
+    order of first appearance, at most five.  A link is cut to the repository
+    (``github.com/owner/repo``; on Hugging Face ``datasets/owner/name`` too)."""
+    seen: dict[str, int] = {}
+    for m in _REPOSITORY_LINK.finditer(markdown):
+        host = m["host"].lower()
+        parts = [p for p in m["path"].rstrip(".").split("/") if p]
+        depth = _REPOSITORY_HOSTS[host] + (1 if host == "huggingface.co" and parts[0] in ("datasets", "spaces")
+                                           else 0)
+        if len(parts) < depth or parts[0] in ("docs", "blog", "about", "features", "topics"):
+            continue
+        url = f"https://{host}/{'/'.join(parts[:depth])}".removesuffix(".git")
+        if url.lower() not in {u.lower() for u in seen}:
+            seen[url] = m.start()
+    return sorted((offset, url) for url, offset in seen.items())[:_MAX_LINKS]
+
+
+def format_metadata(paper: Paper, extra: Sequence[str] = ()) -> str:
+    """The ``# arXiv Paper`` header with ``## Metadata`` (plus ``extra`` lines)
+    and ``## Abstract``; a withdrawn version gets a warning at the top."""
+    notice = withdrawal_notice(paper)
     lines = [
         "# arXiv Paper",
+        *(["", notice] if notice else []),
         "",
         "## Metadata",
         f"- **Title:** {paper.title}",
@@ -1054,7 +1106,7 @@ def format_metadata(paper: Paper) -> str:
         lines.append(f"- **Journal ref:** {paper.journal_ref}")
     if paper.comment:
         lines.append(f"- **Comment:** {paper.comment}")
-    lines += ["", "## Abstract", paper.abstract or "(no abstract)"]
+    lines += [*extra, "", "## Abstract", paper.abstract or "(no abstract)"]
     return "\n".join(lines)
 
 
@@ -1132,9 +1184,11 @@ def format_overview(paper: Paper, text: PaperText | None, text_error: str | None
     shortened (subsection sentences first, then all sentences) to keep the
     overview near 4,000 characters and never above 8,000.
     """
-    head = format_metadata(paper)
     if text is None:
-        return f"{head}\n\n## Sections\nThe full text is unavailable: {text_error}"
+        return f"{format_metadata(paper)}\n\n## Sections\nThe full text is unavailable: {text_error}"
+    links = [f"{url} (in {section.label if (section := text.section_at(offset)) else 'the front matter'})"
+             for offset, url in repository_links(text.markdown)]
+    head = format_metadata(paper, [f"- **Code and data:** {', '.join(links)}"] if links else [])
     total = len(text.markdown)
     summary = (f"{text.page_count} pages, {_size(total)}"
                + (f", in {len(text.sections)} sections." if text.sections else "."))
@@ -1594,6 +1648,12 @@ def _deadline(settings: Settings, limiter: RateLimiter) -> float:
     return limiter.clock() + settings.deadline
 
 
+def _log_unexpected(error: Exception) -> None:
+    """Log a bug by its type only: a message or traceback can hold paths and secrets (details at DEBUG)."""
+    log.error("unexpected %s; the server keeps running", type(error).__name__)
+    log.debug("details of the unexpected error", exc_info=error)
+
+
 def arxiv_markdown(url: str) -> str | None:
     """Resolve a URL from a web search to Markdown, for a resolver chain.
 
@@ -1611,7 +1671,7 @@ def arxiv_markdown(url: str) -> str | None:
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
     except Exception as error:  # never raise into the caller's pipeline
-        log.exception("unexpected failure reading %s", arxiv_id)
+        _log_unexpected(error)
         return f"**Error reading arXiv:{arxiv_id}:** an internal error occurred ({type(error).__name__})."
 
 
@@ -1698,7 +1758,7 @@ def arxiv_tool(paper: str | None = None, section: str | None = None, query: str 
     except ArxivError as error:
         return f"**Error:** {error}"
     except Exception as error:
-        log.exception("unexpected failure in the arxiv tool")
+        _log_unexpected(error)
         return f"**Error:** an internal error occurred ({type(error).__name__}); the server is still running."
 
 

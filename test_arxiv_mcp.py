@@ -785,6 +785,120 @@ def test_cache_is_bounded_by_count(env):
     assert library.cached("1111.2011v2") is None and library.cached("1111.2011") is not None
 
 
+def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, convert_once):
+    release = threading.Event()
+
+    def slow_convert(data, **options):
+        release.wait(10)
+        return convert_once(data, **options)
+
+    monkeypatch.setattr(am, "pdf_to_markdown", slow_convert)
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=0.3))
+    early = call(paper="1111.2011v2")
+    assert "## Abstract\nTheoretical description" in early
+    assert "still running at the 0.3 s deadline (ARXIV_DEADLINE)" in early
+    release.set()
+    for _ in range(100):  # the background read fills the cache
+        if env.library.cached("1111.2011v2"):
+            break
+        threading.Event().wait(0.05)
+    assert "## Sections\n8 pages" in call(paper="1111.2011v2")
+    assert len(env.requests) == 2
+
+
+def test_reads_of_different_papers_keep_the_per_host_spacing(env):
+    env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
+    starts = []
+    real = urllib.request.urlopen
+
+    def timed(request, timeout=None):
+        starts.append(env.clock())
+        return real(request, timeout=timeout)
+
+    urllib.request.urlopen = timed
+    threads = [threading.Thread(target=call, kwargs={"paper": p}) for p in ("1111.2011v2", "1111.2011")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    starts.sort()
+    assert len(starts) == 4
+    assert all(b - a >= 3.0 for a, b in zip(starts, starts[1:]))
+
+
+def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
+    settings = am.Settings(api_url="https://user:s3cret@gateway.example/api/query", deadline=600)
+    monkeypatch.setattr(env.library, "settings", settings)
+    env.script["gateway.example"] = [urllib.error.URLError(OSError(2, "No such file: /home/user/.netrc"))] * 10
+    answer = call(query="anything")
+    assert answer.startswith("**Error:** arXiv could not be reached: a network error occurred")
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=600))
+    monkeypatch.setattr(am, "format_overview", lambda *a, **k: open("/nonexistent/secret/path"))
+    broken = call(paper="1111.2011v2")
+    assert broken == "**Error:** an internal error occurred (FileNotFoundError); the server is still running."
+    for text in (answer, broken, caplog.text):
+        assert "s3cret" not in text and "/home/user" not in text and "/nonexistent" not in text
+
+
+# ---------------------------------------------------------------------------
+# Withdrawn versions and code links
+# ---------------------------------------------------------------------------
+
+
+def withdrawn_feed():
+    """The real 2026 Atom entry of 2104.12255v1, as arXiv shows a withdrawn v2 of it."""
+    xml = (DATA / "2026_idlist_2104.12255v1_versioned_single.xml").read_text()
+    xml = xml.replace("2104.12255v1", "2104.12255v2").replace(
+        "<arxiv:primary_category", "<arxiv:comment>This paper has been withdrawn by the author due to a crucial "
+                                   "error in the main proof</arxiv:comment>\n    <arxiv:primary_category")
+    return xml.encode()
+
+
+def test_withdrawn_version_is_flagged_at_the_top(env):
+    env.feeds["2104.12255v2"] = withdrawn_feed()
+    env.script["/pdf/2104.12255v2"] = [http_error("u", 404)]
+    overview = call(paper="2104.12255v2")
+    assert overview.splitlines()[2] == ("> **This version was withdrawn by its authors:** This paper has been "
+                                        "withdrawn by the author due to a crucial error in the main proof")
+    assert 'read it with `paper="2104.12255v1"`' in overview
+    full = call(paper="2104.12255v2", section="full")
+    assert full.splitlines()[2].startswith("> **This version was withdrawn")
+    assert am.withdrawal_notice(am.parse_feed(ATOM_1111).papers[0]) == ""
+
+
+@pytest.mark.parametrize("pdf, page, expected", [
+    ("2308.08155v2", 0, "https://github.com/microsoft/autogen"),
+    ("2206.10883v3", 15, "https://github.com/multilexsum/dataset"),
+    ("2305.14962v1", 9, "https://huggingface.co/datasets/ds4sd/DocLayNet"),
+    ("1707.04066v1", 3, "https://bitbucket.org/mpcdev/digest2"),
+])
+def test_repository_links_on_corpus_pages(pdf, page, expected):
+    import pymupdf
+    import pymupdf4llm
+
+    path = CORPUS / "pdf" / f"{pdf}.pdf"
+    if not path.exists():
+        pytest.skip("../shared/corpus is not beside this checkout")
+    with pymupdf.open(path) as doc:
+        markdown = pymupdf4llm.to_markdown(doc, pages=[page], use_ocr=False, footer=False)
+    links = [url for _, url in am.repository_links(markdown)]
+    assert expected in links
+    assert len(links) == len({u.lower() for u in links}) <= 5
+
+
+def test_repository_links_are_cut_to_the_repository_and_listed_with_their_section():
+    markdown = ("## 1 Introduction\nCode: https://github.com/org/tool/tree/main/src and `github.com/org/tool`.\n"
+                "## 2 Data\nSee huggingface.co/datasets/org/set, https://huggingface.co/docs/x and "
+                "https://example.com/github.com/a/b.\n")
+    assert [u for _, u in am.repository_links(markdown)] == ["https://github.com/org/tool",
+                                                             "https://huggingface.co/datasets/org/set"]
+    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 1, 1)
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    overview = am.format_overview(paper, text)
+    assert ("- **Code and data:** https://github.com/org/tool (in 1 Introduction), "
+            "https://huggingface.co/datasets/org/set (in 2 Data)") in overview
+
+
 # ---------------------------------------------------------------------------
 # Search
 # ---------------------------------------------------------------------------
@@ -1095,3 +1209,90 @@ def test_http_mode_serves_the_same_tool(loopback_arxiv, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# ---------------------------------------------------------------------------
+# Against the real arXiv: opt-in with RUN_LIVE_TESTS=1.  Each check also runs
+# offline on recorded responses, so the assertions themselves are proven.
+# ---------------------------------------------------------------------------
+
+LIVE = pytest.mark.skipif(__import__("os").environ.get("RUN_LIVE_TESTS") != "1",
+                          reason="set RUN_LIVE_TESTS=1 to test against the real arXiv")
+
+
+def check_paper_document(document, title, arxiv_id):
+    headings = [line for line in document.splitlines() if re.match(r"#{1,2} ", line)]
+    assert headings[:4] == ["# arXiv Paper", "## Metadata", "## Abstract", "## Full Text (PDF)"], headings[:4]
+    assert f"- **Title:** {title}" in document
+    assert re.search(rf"- \*\*arXiv ID:\*\* {re.escape(arxiv_id)}(v[0-9]+)?\n", document)
+    body = document.split("## Full Text (PDF)\n", 1)[1]
+    assert len(body) > 2_000 and not body.startswith("The full text is unavailable")
+
+
+def check_version(document, version_id):
+    assert f"- **arXiv ID:** {version_id}\n" in document
+
+
+def check_results_in_range(answer, first, last):
+    dates = re.findall(r"^[0-9]+\. .* · ([0-9]{4}-[0-9]{2}-[0-9]{2})$", answer, re.M)
+    assert dates, answer
+    assert all(first <= d <= last for d in dates), dates
+
+
+def check_not_found(answer):
+    assert answer.startswith("**Error:** arXiv has no paper"), answer
+
+
+def test_live_checks_hold_offline_on_recorded_responses(env):
+    document = call(paper="1111.2011v2", section="full")
+    check_paper_document(document, "Quantum Criticality for Extended Nodes on a Bethe Lattice in the Large "
+                                   "Connectivity Limit", "1111.2011")
+    check_version(document, "1111.2011v2")
+    feed_answer(env, "2016_search_quantum_criticality_2results.xml")
+    results = call(query="quantum criticality", submitted_from="2006-01-01", submitted_to="2011-12-31")
+    check_results_in_range(results, "2006-01-01", "2011-12-31")
+    with pytest.raises(AssertionError):
+        check_results_in_range(results, "2010-01-01", "2011-12-31")
+    env.script["id_list=2501.00001"] = [http_error("u", 400, (DATA / "2026_error_incorrect_id_format_abc_http400.xml")
+                                                   .read_bytes())]
+    check_not_found(call(paper="2501.00001"))
+    with pytest.raises(AssertionError):
+        check_not_found(document)
+
+
+@pytest.fixture
+def live_library(monkeypatch):
+    library = am.PaperLibrary(am.Settings.from_env(), am.LIMITER)
+    monkeypatch.setattr(am, "LIBRARY", library)
+    return library
+
+
+@LIVE
+def test_live_modern_paper(live_library):
+    document = am.arxiv_markdown("https://arxiv.org/abs/1706.03762")
+    check_paper_document(document, "Attention Is All You Need", "1706.03762")
+    assert "## Sections" in call(paper="1706.03762")
+
+
+@LIVE
+def test_live_legacy_paper(live_library):
+    document = call(paper="hep-th/9711200", section="full")
+    check_paper_document(document, "The Large N Limit of Superconformal Field Theories and Supergravity",
+                         "hep-th/9711200")
+
+
+@LIVE
+def test_live_specific_version(live_library):
+    check_version(call(paper="1706.03762v1", section="full"), "1706.03762v1")
+
+
+@LIVE
+def test_live_search_date_range(live_library):
+    answer = call(query="transformer", categories=["cs.CL"], submitted_from="2023-01-01", submitted_to="2023-01-31",
+                  sort="submitted")
+    check_results_in_range(answer, "2023-01-01", "2023-01-31")
+
+
+@LIVE
+def test_live_unknown_id(live_library):
+    check_not_found(call(paper="2501.99999"))
