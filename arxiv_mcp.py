@@ -666,12 +666,12 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
 
 
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
-                    on_page: Callable[[int, int], None] | None = None) -> PdfText:
+                    on_page: Callable[["PdfText", int], None] | None = None) -> PdfText:
     """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
 
     Converts at most ``max_pages`` pages (default: ``SETTINGS.max_pages``),
-    without OCR and without page footers (page numbers).  ``on_page(done,
-    total)`` is called after each page.  pymupdf4llm's layout mode gives the
+    without OCR and without page footers (page numbers).  After each page,
+    ``on_page(text_so_far, pages_to_convert)`` is called.  pymupdf4llm's layout mode gives the
     same text page by page as for the whole document, and it is the mode that
     finds section headings.  Raises ArxivError for corrupt, encrypted or empty
     PDFs and for PDFs without a text layer (scans).  Nothing is written to
@@ -684,16 +684,16 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
         doc = _open_pdf(data)
         try:
             total = min(doc.page_count, max(1, max_pages))
-            pages = []
+            outline = tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
+            page_count = doc.page_count
+            pages: list[str] = []
             # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
             with contextlib.redirect_stdout(sys.stderr):
                 for number in range(total):
                     pages.append(pymupdf4llm.to_markdown(doc, pages=[number], use_ocr=False, footer=False,
                                                          show_progress=False))
                     if on_page:
-                        on_page(number + 1, total)
-            outline = tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
-            page_count = doc.page_count
+                        on_page(PdfText(tuple(pages), page_count, outline), total)
         except ArxivError:
             raise
         except Exception as error:
@@ -881,36 +881,78 @@ class _Numbering:
         return level
 
 
-def _sections_from_outline(outline: Sequence[tuple[int, str, int]], lines: list[_Line],
-                           paper_title: str) -> list[tuple[int, str, str, int]]:
-    """Match the PDF's bookmarks to heading lines, in reading order.
+_MIN_OUTLINE_ENTRIES = 3  # a shorter outline (say, Acknowledgments and References) is not the paper's structure
 
-    Returns (offset, number, title, level) for every bookmark whose heading is
-    found; bookmarks for the paper title and the abstract are front matter.
-    """
-    entries = [(level, title) for level, title, _ in outline
-               if title and _key(title) != _key(paper_title) and _key(title) != "abstract"]
-    top_level = [i for i, (level, _) in enumerate(entries) if level == min(lv for lv, _ in entries)] if entries else []
-    if len(top_level) == 1 and top_level[0] == 0 and len(entries) > 1:
-        entries = entries[1:]  # a single top bookmark before all others is the paper's title
+
+@dataclass(frozen=True)
+class _Bookmark:
+    level: int  # from 1
+    number: str
+    title: str
+    page: int  # 0-based; -1 when the bookmark names no page
+
+
+def _bookmarks(outline: Sequence[tuple[int, str, int]]) -> list[_Bookmark]:
+    """The outline's section bookmarks: without the paper-title bookmark (a single
+    top-level one before all others) and Abstract, levels counted from 1."""
+    entries = [(level, title, page) for level, title, page in outline if title and _key(title) != "abstract"]
     if not entries:
         return []
-    top = min(level for level, _ in entries)
+    top = min(level for level, _, _ in entries)
+    if entries[0][0] == top and all(level > top for level, _, _ in entries[1:]) and len(entries) > 1:
+        entries = entries[1:]
+        top = min(level for level, _, _ in entries)
+    return [_Bookmark(level - top + 1, *_split_number(title), page - 1) for level, title, page in entries]
+
+
+def _matches(line: _Line, bookmark: _Bookmark) -> bool:
+    """Whether ``line`` is the heading a bookmark points to (printed with or without its number)."""
+    want, want_name = _key(f"{bookmark.number} {bookmark.title}"), _key(bookmark.title)
+    have = _key(line.text)
+    return (have == want or have == want_name or (len(want_name) >= 3 and _key(_split_number(line.text)[1]) == want_name)
+            or (line.marked and len(have) >= 8 and (want.startswith(have) or have.startswith(want))))
+
+
+def _sections_from_outline(bookmarks: Sequence[_Bookmark], text: str, lines: list[_Line],
+                           page_starts: Sequence[int]) -> list[tuple[int, str, str, int]]:
+    """Place the bookmarks in ``text`` (Markdown or raw text, split in
+    ``lines``): (offset, number, title, level) in reading order.
+
+    A bookmark starts at its heading line when one matches (alone or joined to
+    the lines around it: raw text breaks headings), else at the top of its page
+    and never before the bookmark ahead of it; a References bookmark without a
+    heading starts at the first item of the reference list.  Bookmarks past the
+    converted pages are left out; without ``page_starts``, so are those whose
+    heading is not found.
+    """
     found, position = [], 0
-    for level, title in entries:
-        number, name = _split_number(title)
-        want, want_name = _key(title), _key(name)
-        for index in range(position, len(lines)):
-            line = lines[index]
-            printed_number, printed_name = _split_number(line.text)
-            have = _key(line.text)
-            if (have == want or (len(want_name) >= 3 and _key(printed_name) == want_name)
-                    or (line.marked and len(have) >= 8 and (want.startswith(have) or have.startswith(want)))):
-                # Bookmarks often omit the number that the page prints.
-                found.append((line.offset, number or printed_number, name, level - top + 1))
-                position = index + 1
+    for bookmark in bookmarks:
+        if page_starts and bookmark.page >= len(page_starts):
+            break
+        index, heading, number = None, "", bookmark.number
+        for i in range(position, len(lines)):
+            joined = [lines[i], *(_Line(lines[i].offset, f"{lines[i].text} {lines[j].text}", lines[i].marked)
+                                  for j in (i + 1,) if j < len(lines) and len(lines[i].text) < 80)]
+            heading = next((line.text for line in joined if _matches(line, bookmark)), "")
+            if heading:
+                index = i
                 break
-    return found
+        if index is not None:
+            offset, position = lines[index].offset, index + 1
+            # Bookmarks often omit the number that the page prints, on the line or just before it.
+            number = number or _split_number(heading)[0]
+            if not number and index > 0 and re.fullmatch(r"[0-9IVXLC]+\.?|[A-Z]\.", lines[index - 1].text):
+                number = lines[index - 1].text.rstrip(".")
+        elif not page_starts:
+            continue
+        else:
+            page_start = page_starts[max(0, bookmark.page)]
+            if _key(bookmark.title) in _REFERENCE_TITLES and (start := _reference_start(text, page_start)):
+                found.append((start, number, bookmark.title, bookmark.level))
+                continue
+            offset = max(page_start, found[-1][0]) if found else page_start
+        found.append((offset, number, bookmark.title, bookmark.level))
+    return sorted(found, key=lambda entry: entry[0])
 
 
 def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[int, str, str, int]]:
@@ -940,20 +982,27 @@ def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[
     return found
 
 
-# The first item of a reference list: "- [1] ..." or "- 1 ...", citing a year.
-_FIRST_REFERENCE = re.compile(r"^- (?:\[1\]|1\.?) +[^\n]*\b(?:1[89]|20)[0-9]{2}\b", re.M)
-_NEXT_REFERENCE = re.compile(r"^- (?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
+# The first item of a reference list: "[1] ...", or "1 ..." citing a year; in Markdown a list item.
+_FIRST_REFERENCE = re.compile(r"^(?:- )?(?:\[1\] +\S|1\.? +[^\n]*\b(?:1[89]|20)[0-9]{2}\b)", re.M)
+_NEXT_REFERENCE = re.compile(r"^(?:- )?(?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
+_REFERENCE_TITLES = ("references", "bibliography")
+
+
+def _reference_start(text: str, start: int) -> int | None:
+    """Where the first reference list after ``start`` begins, or None."""
+    first = _FIRST_REFERENCE.search(text, start)
+    if first is None or _NEXT_REFERENCE.search(text, first.end()) is None:
+        return None
+    return first.start()
 
 
 def _reference_list(markdown: str, found: list[tuple[int, str, str, int]]) -> tuple[int, str, str, int] | None:
     """A References section for papers (PRB style) whose reference list has no
     heading: it starts at the list's first item."""
-    if not found or any(_key(title) in ("references", "bibliography") for _, _, title, _ in found):
+    if not found or any(_key(title) in _REFERENCE_TITLES for _, _, title, _ in found):
         return None
-    first = _FIRST_REFERENCE.search(markdown, found[0][0])
-    if first is None or _NEXT_REFERENCE.search(markdown, first.end()) is None:
-        return None
-    return first.start(), "", "References", 1
+    start = _reference_start(markdown, found[0][0])
+    return None if start is None else (start, "", "References", 1)
 
 
 def _qualified(found: list[tuple[int, str, str, int]]) -> list[tuple[int, str, str, int]]:
@@ -970,21 +1019,24 @@ def _qualified(found: list[tuple[int, str, str, int]]) -> list[tuple[int, str, s
     return result
 
 
-def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), paper_title: str = "") -> list[Section]:
+def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), paper_title: str = "",
+                  page_starts: Sequence[int] = ()) -> list[Section]:
     """The paper's sections in reading order.
 
-    The PDF outline (hyperref bookmarks), when it has entries that can be
-    found in the text, is authoritative for titles and levels; otherwise the
-    Markdown headings and bold lines are filtered to numbered or well-known
-    section names.  Text before the first section (title, authors, abstract)
+    The PDF outline (hyperref bookmarks), when it has three section bookmarks
+    or more, is authoritative for titles, levels and order (``page_starts``,
+    the offsets where pages begin, place bookmarks whose heading is not found);
+    otherwise the Markdown headings and bold lines are filtered to numbered or
+    well-known section names.  Text before the first section (title, authors, abstract)
     is front matter and belongs to no section.  A reference list without a
     heading becomes a References section.
     """
     lines = _candidate_lines(markdown)
-    from_outline = _sections_from_outline(outline, lines, paper_title) if outline else []
-    from_headings = _sections_from_headings(lines, paper_title)
-    # Some outlines list only a few unnumbered entries (Acknowledgments, References).
-    found = from_outline if len(from_outline) >= max(2, len(from_headings) / 2) else from_headings
+    bookmarks = _bookmarks(outline)
+    if len(bookmarks) >= _MIN_OUTLINE_ENTRIES:
+        found = _sections_from_outline(bookmarks, markdown, lines, page_starts)
+    else:
+        found = _sections_from_headings(lines, paper_title)
     if references := _reference_list(markdown, found):
         found.append(references)
         found.sort()
@@ -994,6 +1046,92 @@ def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), p
         end = next((o for o, _, _, lv in found[index + 1:] if lv <= level), len(markdown))
         sections.append(Section(number, title, level, offset, end))
     return sections
+
+
+@dataclass(frozen=True)
+class Heading:
+    """One row of the overview's section list."""
+
+    label: str
+    level: int
+    chars: int  # the section with its subsections
+    sentence: str  # its first sentence, shortened
+
+
+@dataclass(frozen=True)
+class Overview:
+    """What the overview says about a paper's text."""
+
+    page_count: int
+    pages_covered: int
+    chars: int
+    headings: tuple[Heading, ...]
+    links: tuple[tuple[str, str], ...]  # code and data links: (URL, label of the section it appears in)
+
+
+def _first_sentence(text: str, label: str, limit: int = 110) -> str:
+    """The first sentence of a section's text, after its heading line and any
+    further lines of the heading (``label``), shortened to ``limit``."""
+    lines = text[:3000].replace("-\n", "").splitlines()[1:]
+    while lines and (not lines[0].strip() or _key(lines[0]) in _key(label)):
+        lines.pop(0)
+    plain = " ".join(_plain(line) for line in lines
+                     if line.strip() and not line.lstrip().startswith(("#", "|", "<", "!", ">")))
+    plain = re.sub(r"\s+([,.;:])", r"\1", plain.replace("-\n", ""))
+    m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
+    sentence = m[1] if m and len(m[1]) <= limit else plain
+    if len(sentence) > limit:
+        sentence = sentence[:limit].rsplit(" ", 1)[0] + "…"
+    return sentence
+
+
+def _overview(text: str, starts: Sequence[tuple[int, str, int]], page_count: int, pages: int) -> Overview:
+    """An Overview of ``text`` whose sections begin at ``starts``: (offset, label, level) in reading order."""
+    headings = []
+    for index, (start, label, level) in enumerate(starts):
+        end = next((o for o, _, lv in starts[index + 1:] if lv <= level), len(text))
+        is_reference_list = _key(label) in _REFERENCE_TITLES
+        sentence = "" if is_reference_list else _first_sentence(text[start:end], label)
+        headings.append(Heading(label, level, end - start, sentence))
+
+    def where(offset: int) -> str:
+        before = [label for start, label, _ in starts if start <= offset]
+        return before[-1] if before else "the front matter"
+
+    links = tuple((url, where(offset)) for offset, url in repository_links(text))
+    return Overview(page_count, pages, len(text), tuple(headings), links)
+
+
+def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
+    """The overview of a PDF from its outline and raw text layer, in milliseconds.
+
+    Returns None when the outline has too few section bookmarks: then only the
+    converted text (``find_sections``) can tell the sections.  Sizes are those
+    of the raw text, which approximate the converted text's (whose reading
+    order can differ).  Raises ArxivError for PDFs that cannot be opened.
+    """
+    max_pages = SETTINGS.max_pages if max_pages is None else max_pages
+    with _PDF_LOCK:
+        doc = _open_pdf(data)
+        try:
+            bookmarks = _bookmarks([(level, _clean(title), page) for level, title, page, *_ in doc.get_toc()])
+            if len(bookmarks) < _MIN_OUTLINE_ENTRIES:
+                return None
+            page_texts = [doc[number].get_text() for number in range(min(doc.page_count, max(1, max_pages)))]
+            page_count = doc.page_count
+        finally:
+            doc.close()
+    lines, page_starts, offset = [], [], 0
+    for page_text in page_texts:
+        page_starts.append(offset)
+        for raw in page_text.splitlines(keepends=True):
+            if raw.strip():
+                lines.append(_Line(offset, " ".join(raw.split()), True))
+            offset += len(raw)
+    text = "".join(page_texts)
+    found = _sections_from_outline(bookmarks, text, lines, page_starts)
+    starts = [(offset, f"{number} {title}".strip(), level) for offset, number, title, level in _qualified(found)]
+    return _overview(text, starts, page_count, len(page_texts))
 
 
 # ---------------------------------------------------------------------------
@@ -1126,7 +1264,8 @@ class PaperText:
         converter's heading levels vary from page to page.  A section found
         without a heading line (a bare reference list) gets one inserted."""
         markdown = pdf.markdown
-        found = find_sections(markdown, pdf.outline, paper_title)
+        page_starts = [sum(map(len, pdf.pages[:n])) for n in range(len(pdf.pages))]
+        found = find_sections(markdown, pdf.outline, paper_title, page_starts)
         parts, sections, position = [], [], 0
         for section in found:
             line_end = markdown.find("\n", section.start)
@@ -1159,66 +1298,54 @@ class PaperText:
     @property
     def page_note(self) -> str:
         if self.pages_converted < self.page_count:
-            return (f"Only the first {self.pages_converted} of {self.page_count} pages were converted "
-                    "(ARXIV_MAX_PAGES).")
+            return f"Only the first {self.pages_converted} of {self.page_count} pages are read (ARXIV_MAX_PAGES)."
         return ""
 
 
-def _first_sentence(text: str, limit: int = 110) -> str:
-    """The first sentence of a section's text (after its heading), shortened to ``limit``."""
-    body = text.split("\n", 1)[1] if "\n" in text else ""
-    plain = " ".join(_plain(line) for line in body.splitlines()
-                     if line.strip() and not line.lstrip().startswith(("#", "|", "<", "!", ">")))
-    plain = re.sub(r"\s+([,.;:])", r"\1", plain)
-    m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
-    sentence = m[1] if m and len(m[1]) <= limit else plain
-    if len(sentence) > limit:
-        sentence = sentence[:limit].rsplit(" ", 1)[0] + "…"
-    return sentence
+def overview_of(text: PaperText) -> Overview:
+    """The Overview of a converted paper, from its Markdown."""
+    return _overview(text.markdown, [(s.start, s.label, s.level) for s in text.sections], text.page_count,
+                     text.pages_converted)
 
 
-def format_overview(paper: Paper, text: PaperText | None, text_error: str | None = None) -> str:
+def format_overview(paper: Paper, overview: Overview | None, text_error: str | None = None) -> str:
     """The paper's overview: metadata, abstract and the list of its sections.
 
     Each section shows its number, title, size and first sentence; the list is
     shortened (subsection sentences first, then all sentences) to keep the
     overview near 4,000 characters and never above 8,000.
     """
-    if text is None:
+    if overview is None:
         return f"{format_metadata(paper)}\n\n## Sections\nThe full text is unavailable: {text_error}"
-    links = [f"{url} (in {section.label if (section := text.section_at(offset)) else 'the front matter'})"
-             for offset, url in repository_links(text.markdown)]
+    links = [f"{url} (in {where})" for url, where in overview.links]
     head = format_metadata(paper, [f"- **Code and data:** {', '.join(links)}"] if links else [])
-    total = len(text.markdown)
-    summary = (f"{text.page_count} pages, {_size(total)}"
-               + (f", in {len(text.sections)} sections." if text.sections else "."))
-    if text.page_note:
-        summary += " " + text.page_note
+    summary = (f"{overview.page_count} pages, {_size(overview.chars)}"
+               + (f", in {len(overview.headings)} sections." if overview.headings else "."))
+    if overview.pages_covered < overview.page_count:
+        summary += (f" Only the first {overview.pages_covered} of {overview.page_count} pages are read "
+                    "(ARXIV_MAX_PAGES).")
     how = ('Read a section with `section="<number or title>"` (several: `"2, 4.1"`), '
            'or everything with `section="full"`.')
-    if not text.sections:
-        how = ('No section headings were found in this PDF; read the text with `section="full"`.')
+    if not overview.headings:
+        how = 'No section headings were found in this PDF; read the text with `section="full"`.'
 
     def listing(sentences_to_level: int) -> str:
         rows = []
-        for s in text.sections:
-            row = f"{'  ' * (s.level - 1)}- **{s.label}** ({_size(len(text.body(s)))})"
-            if s.level <= sentences_to_level:
-                sentence = _first_sentence(text.body(s))
-                if sentence:
-                    row += f": {sentence}"
+        for heading in overview.headings:
+            row = f"{'  ' * (heading.level - 1)}- **{heading.label}** ({_size(heading.chars)})"
+            if heading.level <= sentences_to_level and heading.sentence:
+                row += f": {heading.sentence}"
             rows.append(row)
         return "\n".join(rows)
 
     for depth in (9, 1, 0):
-        body = listing(depth)
-        overview = f"{head}\n\n## Sections\n{summary}\n\n{body}\n\n{how}"
-        if len(overview) <= _OVERVIEW_TARGET:
+        result = f"{head}\n\n## Sections\n{summary}\n\n{listing(depth)}\n\n{how}"
+        if len(result) <= _OVERVIEW_TARGET:
             break
-    if len(overview) > _OVERVIEW_LIMIT:
+    if len(result) > _OVERVIEW_LIMIT:
         note = f"\n\n[Section list shortened to fit the overview; {how}]"
-        overview = truncate(overview, _OVERVIEW_LIMIT - len(note))[0] + note
-    return overview
+        result = truncate(result, _OVERVIEW_LIMIT - len(note))[0] + note
+    return result
 
 
 def _truncation_note(shown: int, total: int, source: str, text: PaperText | None = None,
@@ -1509,6 +1636,7 @@ class Reading:
     text: PaperText | None
     text_error: str | None = None
     transient: bool = False  # the text is missing for a reason that may pass: read again later
+    overview: Overview | None = None  # with the text, or before it from the PDF's outline
 
     @property
     def size(self) -> int:
@@ -1524,7 +1652,25 @@ class _Flight:
 
     future: Future[Reading] = dataclasses.field(default_factory=Future)
     listeners: list[Progress] = dataclasses.field(default_factory=list)
-    paper: Paper | None = None  # the metadata, once known: what a call past its deadline can answer
+    changed: threading.Condition = dataclasses.field(default_factory=threading.Condition)
+    # What is known before the read ends: enough for an overview or a first section, or for a call past
+    # its deadline.
+    paper: Paper | None = None
+    overview: Overview | None = None  # from the PDF's outline
+    converted: PdfText | None = None  # the pages converted so far
+
+    def publish(self, **known: Any) -> None:
+        with self.changed:
+            for name, value in known.items():
+                setattr(self, name, value)
+            self.changed.notify_all()
+
+    def partial(self, note: str = "", with_text: bool = False) -> Reading | None:
+        """What is known so far, with the text of the pages converted so far if asked."""
+        if self.paper is None:
+            return None
+        text = PaperText.from_pdf(self.converted, self.paper.title) if with_text and self.converted else None
+        return Reading(self.paper, text, note or None, transient=True, overview=self.overview)
 
 
 class PaperLibrary:
@@ -1553,14 +1699,18 @@ class PaperLibrary:
                 self._cache.move_to_end(arxiv_id)
             return reading
 
-    def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None) -> Reading:
+    def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
+             early: Callable[[Reading], bool] | None = None, early_text: bool = False) -> Reading:
         """The paper ``arxiv_id``, from the cache or from arXiv.
 
         ``on_progress`` hears the steps of a cold read (download, pages
-        converted).  When ``deadline`` (a limiter-clock time) passes during a
-        cold read, the read goes on in the background to fill the cache and
-        this returns the metadata alone with a note, or raises ArxivError if
-        even that has not arrived.
+        converted).  With ``early``, a cold read returns as soon as what is
+        known so far satisfies it, e.g. once the metadata and the outline allow
+        an overview, or (``early_text``: with the pages converted so far) once a
+        section's pages are converted; the read goes on.  When
+        ``deadline`` (a limiter-clock time) passes during a cold read, the read
+        goes on in the background to fill the cache and this returns what is
+        known with a note, or raises ArxivError if the metadata has not arrived.
         """
         with self._lock:
             if (reading := self._cache.get(arxiv_id)) is not None:
@@ -1572,17 +1722,28 @@ class PaperLibrary:
                 self._pool.submit(self._load, arxiv_id, flight)
             if on_progress is not None:
                 flight.listeners.append(on_progress)
-        timeout = None if deadline is None else max(0.0, deadline - self.limiter.clock())
+
+        def remaining() -> float | None:
+            return None if deadline is None else max(0.0, deadline - self.limiter.clock())
+
+        if early is not None:
+            with flight.changed:
+                while not flight.future.done() and remaining() != 0:
+                    partial = flight.partial(with_text=early_text)
+                    if partial is not None and early(partial):
+                        return partial
+                    flight.changed.wait(remaining())
         try:
-            return flight.future.result(timeout=timeout)
+            return flight.future.result(timeout=remaining())
         except FutureTimeout:
-            if flight.paper is None:
+            partial = flight.partial(f"the conversion was still running at the {self.settings.deadline:g} s deadline "
+                                     "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds "
+                                     "to read the text.")
+            if partial is None:
                 raise ArxivError(f"arXiv did not answer within the {self.settings.deadline:g} s deadline "
                                  "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
                                  transient=True) from None
-            return Reading(flight.paper, None, f"the conversion was still running at the {self.settings.deadline:g} s "
-                                               "deadline (ARXIV_DEADLINE); it goes on in the background: call again "
-                                               "in a few seconds to read the text.", transient=True)
+            return partial
 
     def _load(self, arxiv_id: str, flight: _Flight) -> None:
         try:
@@ -1591,12 +1752,13 @@ class PaperLibrary:
             with self._lock:
                 del self._flights[arxiv_id]
             flight.future.set_exception(error)
-            return
-        with self._lock:
-            del self._flights[arxiv_id]
-            if reading.text is not None or not reading.transient:
-                self._store(arxiv_id, reading)
-        flight.future.set_result(reading)
+        else:
+            with self._lock:
+                del self._flights[arxiv_id]
+                if reading.text is not None or not reading.transient:
+                    self._store(arxiv_id, reading)
+            flight.future.set_result(reading)
+        flight.publish()  # wake callers waiting for an early answer
 
     def _fetch(self, arxiv_id: str, flight: _Flight) -> Reading:
         def progress(done: float, total: float | None, message: str) -> None:
@@ -1609,9 +1771,9 @@ class PaperLibrary:
         # PDF first: it converts while the limiter spaces out the metadata request.
         pdf = self._pool.submit(fetch_pdf, arxiv_id, settings=settings, limiter=limiter)
         converted: Future[PdfText] = Future()
-        pdf.add_done_callback(lambda done: self._pool.submit(self._convert, done, converted, progress))
+        pdf.add_done_callback(lambda done: self._pool.submit(self._convert, done, converted, flight, progress))
         try:
-            flight.paper = fetch_metadata(arxiv_id, settings=settings, limiter=limiter)
+            flight.publish(paper=fetch_metadata(arxiv_id, settings=settings, limiter=limiter))
         except ArxivError:
             converted.cancel()
             raise
@@ -1619,16 +1781,21 @@ class PaperLibrary:
             text = PaperText.from_pdf(converted.result(), flight.paper.title)
         except ArxivError as error:
             return Reading(flight.paper, None, str(error), transient=error.transient)
-        return Reading(flight.paper, text)
+        return Reading(flight.paper, text, overview=flight.overview or overview_of(text))
 
-    def _convert(self, pdf: Future[bytes], converted: Future[PdfText], progress: Progress) -> None:
+    def _convert(self, pdf: Future[bytes], converted: Future[PdfText], flight: _Flight, progress: Progress) -> None:
         if not converted.set_running_or_notify_cancel():
             return
         try:
             data = pdf.result()
-            converted.set_result(pdf_to_markdown(
-                data, max_pages=self.settings.max_pages,
-                on_page=lambda done, total: progress(done, total, f"Converted page {done} of {total}")))
+            # The outline gives an overview in milliseconds, long before the conversion ends.
+            flight.publish(overview=skim_pdf(data, self.settings.max_pages))
+
+            def on_page(so_far: PdfText, total: int) -> None:
+                flight.publish(converted=so_far)
+                progress(len(so_far.pages), total, f"Converted page {len(so_far.pages)} of {total}")
+
+            converted.set_result(pdf_to_markdown(data, max_pages=self.settings.max_pages, on_page=on_page))
         except BaseException as error:
             converted.set_exception(error)
 
@@ -1714,13 +1881,33 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
         return (f"**Error:** {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
                 "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
                 "use `query`.")
-    reading = library.read(arxiv_id, _deadline(library.settings, library.limiter), on_progress)
+    deadline = _deadline(library.settings, library.limiter)
     choice = (section or "").strip()
     if not choice:
-        return format_overview(reading.paper, reading.text, reading.text_error)
+        reading = library.read(arxiv_id, deadline, on_progress, early=lambda known: known.overview is not None)
+        return format_overview(reading.paper, reading.overview, reading.text_error)
+    if choice.lower() == "full":
+        reading = library.read(arxiv_id, deadline, on_progress)
+    else:
+        reading = library.read(arxiv_id, deadline, on_progress, early=_sections_ready(choice), early_text=True)
     if choice.lower() == "full" or reading.text is None:
         return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
     return format_sections(reading.paper, reading.text, choice, library.settings.max_chars)
+
+
+def _sections_ready(selector: str) -> Callable[[Reading], bool]:
+    """Whether the pages converted so far hold the whole of the sections ``selector`` names.
+
+    Only for papers with an outline, whose section list does not change as
+    pages arrive: a section is whole once the heading after it is converted.
+    """
+    def ready(known: Reading) -> bool:
+        if known.overview is None or known.text is None:
+            return False
+        chosen = _select_sections(known.text, selector)
+        return not isinstance(chosen, str) and all(s.end < len(known.text.markdown) for s in chosen)
+
+    return ready
 
 
 def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> str:

@@ -1,0 +1,230 @@
+"""Benchmark of arxiv_mcp on real arXiv PDFs, offline.
+
+    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...]
+
+Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
+each from a loopback HTTP server that stands in for arXiv, drives the real
+code path (the tool function, a fresh cache for every cold read) and prints a
+Markdown table of medians.  Timings are wall-clock on this machine; run it on
+an otherwise idle machine.
+"""
+
+import argparse
+import asyncio
+import http.server
+import os
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import arxiv_mcp as am
+
+HERE = Path(__file__).parent
+ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
+<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" xmlns:arxiv="http://arxiv.org/schemas/atom"
+      xmlns="http://www.w3.org/2005/Atom">
+  <opensearch:totalResults>1</opensearch:totalResults>
+  <opensearch:startIndex>0</opensearch:startIndex>
+  <entry>
+    <id>http://arxiv.org/abs/{id}</id>
+    <title>Benchmark paper {id}</title>
+    <updated>2020-01-01T00:00:00Z</updated>
+    <published>2020-01-01T00:00:00Z</published>
+    <summary>Abstract of {id}.</summary>
+    <author><name>A. Author</name></author>
+    <category term="cs.CL" scheme="http://arxiv.org/schemas/atom"/>
+    <arxiv:primary_category term="cs.CL"/>
+  </entry>
+</feed>
+"""
+
+
+def corpus_id(path: Path) -> str | None:
+    """The arXiv id of a corpus file: 'cond-mat_0406362v1.pdf' -> 'cond-mat/0406362v1',
+    '2206.01062v1-pg1-4.pdf' (an excerpt) -> '2206.01062v1'."""
+    return am.parse_arxiv_id(path.stem.split("-pg")[0].replace("_", "/", 1))
+
+
+def serve(pdfs: dict[str, bytes], latency: float) -> http.server.ThreadingHTTPServer:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            time.sleep(latency)
+            parts = urllib.parse.urlsplit(self.path)
+            query = urllib.parse.parse_qs(parts.query)
+            if parts.path.startswith("/pdf/") and parts.path[5:] in pdfs:
+                body, kind = pdfs[parts.path[5:]], "application/pdf"
+            elif parts.path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
+                body, kind = ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def timed(function, *args, **kwargs) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return time.perf_counter() - start, result
+
+
+def baseline(data: bytes, max_pages: int) -> float:
+    """What peer servers do: one plain pymupdf4llm.to_markdown call (here on the same pages we convert)."""
+    import pymupdf
+    import pymupdf4llm
+
+    with am._PDF_LOCK, pymupdf.open(stream=data, filetype="pdf") as doc:
+        pages = list(range(min(max_pages, doc.page_count)))
+        return timed(pymupdf4llm.to_markdown, doc, pages=pages, use_ocr=False)[0]
+
+
+def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
+    """Medians of each measurement for one paper."""
+    samples: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        samples.setdefault(name, []).append(value)
+
+    for _ in range(runs):
+        library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
+        add("cold overview", timed(am.read_paper, arxiv_id, library=library)[0])
+        first = library.cached(arxiv_id)
+        first_section = next((s for s in first.text.sections), None) if first and first.text else None
+        selector = (first_section.number or first_section.title) if first_section else "full"
+        add("cold overview + first section", samples["cold overview"][-1]
+            + timed(am.read_paper, arxiv_id, selector, library=library)[0])
+        add("warm section", timed(am.read_paper, arxiv_id, selector, library=library)[0])
+        add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
+        library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
+        add("cold full text", timed(am.read_paper, arxiv_id, "full", library=library)[0])
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
+    """Seconds from starting the server process to its tools/list answer, through the SDK's stdio client."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def main() -> float:
+        start = time.perf_counter()
+        params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await session.list_tools()
+                    return time.perf_counter() - start
+
+    return asyncio.run(main())
+
+
+def peak_rss_mb(env: dict[str, str], arxiv_id: str) -> float:
+    """Peak simultaneous RSS of the server's process tree while it reads ``arxiv_id`` in full."""
+    import psutil
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    peak = 0.0
+
+    async def main() -> None:
+        nonlocal peak
+        params = StdioServerParameters(command=sys.executable, args=[str(HERE / "arxiv_mcp.py")], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    me = psutil.Process()
+                    servers = [p for p in me.children(recursive=True) if "arxiv_mcp.py" in " ".join(p.cmdline())]
+                    call = asyncio.create_task(session.call_tool("arxiv", {"paper": arxiv_id, "section": "full"}))
+                    while not call.done():
+                        total = 0
+                        for server in servers:
+                            with_children = [server, *server.children(recursive=True)]
+                            for process in with_children:
+                                try:
+                                    total += process.memory_info().rss
+                                except psutil.Error:
+                                    pass
+                        peak = max(peak, total / 1e6)
+                        await asyncio.sleep(0.05)
+                    await call
+
+    asyncio.run(main())
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf"))
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (medians are reported)")
+    parser.add_argument("--interval", type=float, default=0.0,
+                        help="the rate limiter's gap in seconds (arXiv's is 3; 0 measures the pipeline alone)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in waits before answering")
+    parser.add_argument("--papers", nargs="*", help="only these ids")
+    args = parser.parse_args()
+
+    paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
+    pdfs = {corpus_id(p): p.read_bytes() for p in paths if corpus_id(p)}
+    if args.papers:
+        pdfs = {k: v for k, v in pdfs.items() if k in args.papers}
+    server = serve(pdfs, args.latency)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", min_interval=args.interval,
+                           deadline=600)
+    env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
+           "ARXIV_MIN_INTERVAL": str(args.interval)}
+
+    print(f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency {args.latency:g} s, "
+          f"{os.cpu_count()} cores", file=sys.stderr)
+    rows = []
+    for arxiv_id, data in pdfs.items():
+        import pymupdf
+
+        with pymupdf.open(stream=data, filetype="pdf") as doc:
+            pages = min(doc.page_count, settings.max_pages)
+        base_time = statistics.median(baseline(data, settings.max_pages) for _ in range(args.runs))
+        measured = measure_paper(arxiv_id, settings, args.runs)
+        rows.append((arxiv_id, pages, base_time, measured))
+        print(f"{arxiv_id}: {pages} pages, baseline {base_time:.2f} s, "
+              + ", ".join(f"{k} {v:.3f} s" for k, v in measured.items()), file=sys.stderr)
+
+    ready = statistics.median(server_ready_seconds(env, [sys.executable, str(HERE / "arxiv_mcp.py")])
+                              for _ in range(args.runs))
+    largest = max(rows, key=lambda row: row[1])[0]  # the most pages converted
+    peak = peak_rss_mb(env, largest)
+    server.shutdown()
+
+    def median_of(name: str) -> float:
+        return statistics.median(m[name] for _, _, _, m in rows)
+
+    def ratio_of(name: str) -> float:
+        return statistics.median(m[name] / b for _, _, b, m in rows)
+
+    total_pages = sum(p for _, p, _, _ in rows)
+    print(f"\n| measurement | median | ratio to baseline |\n|---|---|---|")
+    print(f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
+          f"{statistics.median(b for _, _, b, _ in rows):.2f} s ({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |")
+    for name in ("cold overview", "cold overview + first section", "cold full text"):
+        print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} |")
+    for name in ("warm section", "warm overview"):
+        print(f"| {name} | {median_of(name) * 1000:.2f} ms | |")
+    print(f"| server start to `tools/list` (`python arxiv_mcp.py`, stdio client) | {ready:.2f} s | |")
+    print(f"| peak RSS of the server's process tree, {largest} in full | {peak:.0f} MB | |")
+    print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
+
+
+if __name__ == "__main__":
+    main()
