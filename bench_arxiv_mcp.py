@@ -11,8 +11,10 @@ an otherwise idle machine.
 
 import argparse
 import asyncio
+import dataclasses
 import http.server
 import os
+import re
 import statistics
 import sys
 import threading
@@ -100,12 +102,11 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, 
 
     for _ in range(runs):
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
-        add("cold overview", timed(am.read_paper, arxiv_id, library=library)[0])
-        first = library.cached(arxiv_id)
-        first_section = next((s for s in first.text.sections), None) if first and first.text else None
-        selector = (first_section.number or first_section.title) if first_section else "full"
-        add("cold overview + first section", samples["cold overview"][-1]
-            + timed(am.read_paper, arxiv_id, selector, library=library)[0])
+        seconds, overview = timed(am.read_paper, arxiv_id, library=library)
+        add("cold overview", seconds)
+        first = re.search(r"^- \*\*(.+?)\*\* \(", overview, re.M)  # the first section listed
+        selector = first[1] if first else "full"
+        add("cold overview + first section", seconds + timed(am.read_paper, arxiv_id, selector, library=library)[0])
         add("warm section", timed(am.read_paper, arxiv_id, selector, library=library)[0])
         add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
@@ -189,6 +190,7 @@ def main() -> None:
 
     print(f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency {args.latency:g} s, "
           f"{os.cpu_count()} cores", file=sys.stderr)
+    baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
     rows = []
     for arxiv_id, data in pdfs.items():
         import pymupdf
@@ -200,6 +202,13 @@ def main() -> None:
         rows.append((arxiv_id, pages, base_time, measured))
         print(f"{arxiv_id}: {pages} pages, baseline {base_time:.2f} s, "
               + ", ".join(f"{k} {v:.3f} s" for k, v in measured.items()), file=sys.stderr)
+
+    # The limiter's 3 s gap between the PDF and the metadata request overlaps the conversion.
+    polite = dataclasses.replace(settings, min_interval=3.0)
+    gap_id = min(pdfs, key=lambda k: len(pdfs[k]))
+    gap = statistics.median(timed(am.read_paper, gap_id, "full", library=am.PaperLibrary(
+        polite, am.RateLimiter(3.0)))[0] for _ in range(args.runs))
+    gap_conversion = next(m["cold full text"] for i, _, _, m in rows if i == gap_id)
 
     ready = statistics.median(server_ready_seconds(env, [sys.executable, str(HERE / "arxiv_mcp.py")])
                               for _ in range(args.runs))
@@ -221,6 +230,9 @@ def main() -> None:
         print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} |")
     for name in ("warm section", "warm overview"):
         print(f"| {name} | {median_of(name) * 1000:.2f} ms | |")
+    print(f"| cold full text of {gap_id} with arXiv's 3 s limiter gap ({gap_conversion:.2f} s without it) "
+          f"| {gap:.2f} s | target ≤ max(conversion, 3 s) + 0.5 s = "
+          f"{max(gap_conversion, 3.0) + 0.5:.2f} s |")
     print(f"| server start to `tools/list` (`python arxiv_mcp.py`, stdio client) | {ready:.2f} s | |")
     print(f"| peak RSS of the server's process tree, {largest} in full | {peak:.0f} MB | |")
     print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
