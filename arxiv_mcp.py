@@ -909,7 +909,8 @@ def _matches(line: _Line, bookmark: _Bookmark) -> bool:
     """Whether ``line`` is the heading a bookmark points to (printed with or without its number)."""
     want, want_name = _key(f"{bookmark.number} {bookmark.title}"), _key(bookmark.title)
     have = _key(line.text)
-    return (have == want or have == want_name or (len(want_name) >= 3 and _key(_split_number(line.text)[1]) == want_name)
+    return (have == want or have == want_name
+            or (len(want_name) >= 3 and _key(_split_number(line.text)[1]) == want_name)
             or (line.marked and len(have) >= 8 and (want.startswith(have) or have.startswith(want))))
 
 
@@ -1138,6 +1139,7 @@ def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
 # Formatting and caps
 # ---------------------------------------------------------------------------
 
+ERROR = "**Error:**"  # how every error answer of the tool begins
 _TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
 _OVERVIEW_TARGET = 4_000
 _OVERVIEW_LIMIT = 8_000
@@ -1355,7 +1357,8 @@ def _truncation_note(shown: int, total: int, source: str, text: PaperText | None
         section = text.section_at(cut_offset)
         if section is not None:
             later = [s for s in text.sections if s.start > section.start and s.level == 1]
-            note += f' The cut fell in section "{section.label}"; continue with section="{section.number or section.title}"'
+            note += (f' The cut fell in section "{section.label}"; '
+                     f'continue with section="{section.number or section.title}"')
             if later:
                 note += f' and the sections after it (next: "{later[0].number or later[0].title}")'
             note += "."
@@ -1427,7 +1430,7 @@ def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int
     max_chars = SETTINGS.max_chars if max_chars is None else max_chars
     chosen = _select_sections(text, selector)
     if isinstance(chosen, str):
-        return f"**Error:** {chosen}"
+        return f"{ERROR} {chosen}"
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
     for section in chosen:
         parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section)}")
@@ -1597,7 +1600,8 @@ def format_search(request: SearchRequest, feed: Feed) -> str:
     sent = f"`{request.search_query}` (sorted by {request.sort}, {request.order})"
     if not feed.papers:
         if feed.total and request.start:
-            return f"# arXiv search\nNo results at start={request.start}: the search has {_count(feed.total)} hits. Query sent: {sent}"
+            return (f"# arXiv search\nNo results at start={request.start}: the search has {_count(feed.total)} hits. "
+                    f"Query sent: {sent}")
         return f"# arXiv search\nNo results for {sent}. Try fewer or broader terms, or other categories."
     first, last = request.start + 1, request.start + len(feed.papers)
     lines = [f"# arXiv search", f"Results {first}–{last} of {_count(feed.total)} for {sent}."]
@@ -1857,13 +1861,15 @@ or a title such as "Introduction"; several separated by commas), or the whole pa
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and paging. \
 Results list ids you can read with `paper`."""
 
-_PAPER_HELP = "arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' or 'https://arxiv.org/abs/1706.03762'."
+_PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' "
+               "or 'https://arxiv.org/abs/1706.03762'.")
 _SECTION_HELP = ("With `paper`: omit for the overview (metadata, abstract, section list); a section number or title "
                  "('3', '2.1', 'Introduction', several comma-separated); or 'full' for the whole text.")
 _QUERY_HELP = ("Search terms. Plain words match all fields (every word must appear). Fielded syntax also works: "
                "ti:, au:, abs:, cat:, all: with AND, OR, ANDNOT, quotes and parentheses, e.g. "
                "'au:hinton AND ti:\"deep learning\"'.")
-_CATEGORIES_HELP = "arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', or 'math.*' for a whole archive."
+_CATEGORIES_HELP = ("arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', or 'math.*' "
+                    "for a whole archive.")
 
 
 def _quote_input(text: str) -> str:
@@ -1878,7 +1884,7 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
     library = library or LIBRARY
     arxiv_id = parse_arxiv_id(paper)
     if arxiv_id is None:
-        return (f"**Error:** {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
+        return (f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
                 "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
                 "use `query`.")
     deadline = _deadline(library.settings, library.limiter)
@@ -1926,7 +1932,7 @@ def arxiv_tool(paper: str | None = None, section: str | None = None, query: str 
                on_progress: Progress | None = None) -> str:
     """The one tool: read a paper (``paper``, ``section``) or search (the rest).
 
-    Always returns Markdown; failures become a short ``**Error:**`` note and
+    Always returns Markdown; failures become a short note starting with ERROR and
     never an exception, so the server keeps serving.
     """
     try:
@@ -1934,19 +1940,19 @@ def arxiv_tool(paper: str | None = None, section: str | None = None, query: str 
             categories = [c for c in re.split(r"[,\s]+", categories) if c]
         searching = bool((query or "").strip() or categories)
         if paper and searching:
-            return "**Error:** give either `paper` (to read) or `query`/`categories` (to search), not both."
+            return f"{ERROR} give either `paper` (to read) or `query`/`categories` (to search), not both."
         if paper:
             return read_paper(paper, section, library=library, on_progress=on_progress)
         if searching:
             return search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
                                  submitted_to=submitted_to, sort=sort, order=order, max_results=max_results,
                                  start=start)
-        return "**Error:** give `paper` to read a paper, or `query`/`categories` to search arXiv."
+        return f"{ERROR} give `paper` to read a paper, or `query`/`categories` to search arXiv."
     except ArxivError as error:
-        return f"**Error:** {error}"
+        return f"{ERROR} {error}"
     except Exception as error:
         _log_unexpected(error)
-        return f"**Error:** an internal error occurred ({type(error).__name__}); the server is still running."
+        return f"{ERROR} an internal error occurred ({type(error).__name__}); the server is still running."
 
 
 def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
@@ -1966,7 +1972,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
     except ImportError:  # mcp < 2 calls it FastMCP
         from mcp.server.fastmcp import Context
         from mcp.server.fastmcp import FastMCP as MCPServer
-    from mcp.types import ToolAnnotations
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
     options: dict[str, Any] = {}
     if "host" in inspect.signature(MCPServer).parameters:  # 1.x takes the HTTP address here
@@ -1997,9 +2003,11 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
             asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
 
         # Downloads and conversions block: keep them off the event loop.
-        return await anyio.to_thread.run_sync(lambda: arxiv_tool(
+        answer = await anyio.to_thread.run_sync(lambda: arxiv_tool(
             paper, section, query, categories, submitted_from, submitted_to, sort, order, max_results, start,
             on_progress=on_progress))
+        # An error is still a short Markdown answer for the model; isError tells the client too.
+        return CallToolResult(content=[TextContent(type="text", text=answer)], isError=answer.startswith(ERROR))
 
     return server
 

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import arxiv_mcp as am
@@ -50,19 +51,22 @@ def corpus_id(path: Path) -> str | None:
     return am.parse_arxiv_id(path.stem.split("-pg")[0].replace("_", "/", 1))
 
 
-def serve(pdfs: dict[str, bytes], latency: float) -> http.server.ThreadingHTTPServer:
+Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
+
+
+def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServer:
+    """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
+    gives (body, content type), or None for a 404.  Also used by the tests."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             time.sleep(latency)
             parts = urllib.parse.urlsplit(self.path)
-            query = urllib.parse.parse_qs(parts.query)
-            if parts.path.startswith("/pdf/") and parts.path[5:] in pdfs:
-                body, kind = pdfs[parts.path[5:]], "application/pdf"
-            elif parts.path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
-                body, kind = ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
-            else:
+            found = answer(parts.path, urllib.parse.parse_qs(parts.query))
+            if found is None:
                 self.send_error(404)
                 return
+            body, kind = found
             self.send_response(200)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
@@ -75,6 +79,19 @@ def serve(pdfs: dict[str, bytes], latency: float) -> http.server.ThreadingHTTPSe
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def corpus_answer(pdfs: dict[str, bytes]) -> Answer:
+    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID."""
+
+    def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
+        if path.startswith("/pdf/") and path[5:] in pdfs:
+            return pdfs[path[5:]], "application/pdf"
+        if path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
+            return ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
+        return None
+
+    return answer
 
 
 def timed(function, *args, **kwargs) -> tuple[float, object]:
@@ -107,6 +124,7 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, 
         first = re.search(r"^- \*\*(.+?)\*\* \(", overview, re.M)  # the first section listed
         selector = first[1] if first else "full"
         add("cold overview + first section", seconds + timed(am.read_paper, arxiv_id, selector, library=library)[0])
+        library.read(arxiv_id)  # let the background conversion finish: it would slow the next cold read
         add("warm section", timed(am.read_paper, arxiv_id, selector, library=library)[0])
         add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
@@ -181,7 +199,7 @@ def main() -> None:
     pdfs = {corpus_id(p): p.read_bytes() for p in paths if corpus_id(p)}
     if args.papers:
         pdfs = {k: v for k, v in pdfs.items() if k in args.papers}
-    server = serve(pdfs, args.latency)
+    server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", min_interval=args.interval,
                            deadline=600)

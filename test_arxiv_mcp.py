@@ -1137,8 +1137,7 @@ def test_tool_call_through_the_server(env):
     server = am.build_server()
     result = asyncio.run(server.call_tool("arxiv", {"paper": "1111.2011v2", "section": "V"}))
     blocks = result[0] if isinstance(result, tuple) else getattr(result, "content", result)
-    text = blocks[0].text
-    assert "## V Discussion" in text
+    assert "## V Discussion" in blocks[0].text
 
 
 # ---------------------------------------------------------------------------
@@ -1149,35 +1148,20 @@ def test_tool_call_through_the_server(env):
 @pytest.fixture(scope="module")
 def loopback_arxiv():
     """A stand-in for arXiv on 127.0.0.1 serving the test data; yields its base URL."""
-    import http.server
+    from bench_arxiv_mcp import serve
 
     search = (DATA / "2016_search_quantum_criticality_2results.xml").read_bytes()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            parts = urllib.parse.urlsplit(self.path)
-            query = urllib.parse.parse_qs(parts.query)
-            if parts.path == "/pdf/1111.2011v2":
-                body, kind = PDF_1111, "application/pdf"
-            elif parts.path == "/api/query" and query.get("id_list") == ["1111.2011v2"]:
-                body, kind = ATOM_1111, "application/atom+xml"
-            elif parts.path == "/api/query" and "search_query" in query:
-                body, kind = search, "application/atom+xml"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path, query):
+        if path == "/pdf/1111.2011v2":
+            return PDF_1111, "application/pdf"
+        if path == "/api/query" and query.get("id_list") == ["1111.2011v2"]:
+            return ATOM_1111, "application/atom+xml"
+        if path == "/api/query" and "search_query" in query:
+            return search, "application/atom+xml"
+        return None
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve(answer)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -1213,7 +1197,7 @@ async def exercise(session):
     seen["section"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2", "section": "II.A"}))
     seen["overview"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2"}))
     seen["search"] = text_of(await session.call_tool("arxiv", {"query": "quantum criticality"}))
-    seen["bad id"] = text_of(await session.call_tool("arxiv", {"paper": "file:///etc/passwd"}))
+    seen["bad id"] = await session.call_tool("arxiv", {"paper": "file:///etc/passwd"})
     seen["bad type"] = await session.call_tool("arxiv", {"query": "x", "max_results": "many"})
     seen["still alive"] = text_of(await session.call_tool("arxiv", {"paper": "1111.2011v2", "section": "V"}))
     return seen
@@ -1225,7 +1209,7 @@ def check_exchange(seen):
     assert "### II.A Ordered Phase" in seen["section"]
     assert "## Full Text (PDF)" in seen["full"]
     assert "Results 1–2 of 2" in seen["search"]
-    assert seen["bad id"].startswith("**Error:**")
+    assert text_of(seen["bad id"]).startswith("**Error:**") and seen["bad id"].model_dump(by_alias=True)["isError"]
     assert seen["bad type"].model_dump(by_alias=True)["isError"]
     assert "## V Discussion" in seen["still alive"]
 
