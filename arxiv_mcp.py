@@ -377,7 +377,8 @@ def _get_once(url: str, *, accept: str, max_bytes: int, timeout: float, settings
             final = urllib.parse.urlsplit(response.geturl())
             # urllib follows redirects itself; refuse one that left arXiv before reading its body.
             if final.scheme not in ("http", "https") or final.hostname not in settings.allowed_hosts:
-                raise ArxivError("arXiv redirected the request to another host, which this server refuses to read.")
+                raise ArxivError("arXiv redirected the request to another host, which this server refuses to read.",
+                                 transient=True)
             declared = response.headers.get("Content-Length")
             declared = int(declared) if declared and declared.strip().isascii() and declared.strip().isdigit() else None
             if declared is not None and declared > max_bytes:
@@ -614,8 +615,9 @@ def check_pdf(data: bytes, content_type: str = "") -> None:
         raise ArxivError("arXiv sent an empty file instead of the PDF; try again later.", transient=True)
     mime = content_type.split(";")[0].strip().lower()
     if mime in ("text/html", "application/xhtml+xml") or b"%PDF-" not in data[:1024]:
+        # arXiv answers with a page while it generates a PDF: worth trying again later.
         raise ArxivError("arXiv answered with a web page or another file instead of the PDF "
-                         "(the PDF may not be available, or access was refused).")
+                         "(the PDF may not be ready, or access was refused); try again later.", transient=True)
 
 
 def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Settings | None = None,

@@ -26,6 +26,7 @@ DATA = HERE / "testdata"
 CORPUS = HERE.parent / "shared" / "corpus"
 
 ATOM_1111 = (DATA / "2016_idlist_1111.2011v2_doi_journalref_comment.xml").read_bytes()
+PDF_TO_MARKDOWN = am.pdf_to_markdown  # the real converter, for tests that must not use the session memo
 PDF_1111 = (DATA / "1111.2011v2.pdf").read_bytes()
 
 
@@ -787,6 +788,27 @@ def test_outline_overviews_of_the_corpus_stay_within_budget(path):
     assert len(labels) == len(set(labels)) or len(labels) > 20
 
 
+@pytest.mark.parametrize("path", corpus_pdfs(), ids=lambda p: p.stem)
+def test_every_corpus_paper_reads_the_same_twice(path, env, monkeypatch):
+    """A cold read of each corpus PDF (its first two pages, to stay fast) through arxiv_markdown: the four
+    sections, within the caps, byte-identical from two separate conversions."""
+    monkeypatch.setattr(am, "pdf_to_markdown", PDF_TO_MARKDOWN)
+    env.pdfs["1111.2011v2"] = path.read_bytes()
+    documents = []
+    for _ in range(2):
+        monkeypatch.setattr(am, "LIBRARY", am.PaperLibrary(am.Settings(max_pages=2, max_chars=20_000, deadline=600),
+                                                           env.library.limiter))
+        documents.append(am.arxiv_markdown("arXiv:1111.2011v2"))
+    document = documents[0]
+    headings = [line for line in document.splitlines() if line in ("# arXiv Paper", "## Metadata", "## Abstract",
+                                                                   "## Full Text (PDF)")]
+    assert headings == ["# arXiv Paper", "## Metadata", "## Abstract", "## Full Text (PDF)"]
+    assert len(document) <= 20_000
+    body = document.split("## Full Text (PDF)\n", 1)[1]
+    assert "The full text is unavailable" not in body and len(body) > 500
+    assert documents[1] == document
+
+
 def test_overview_budget_holds_for_a_long_outline():
     markdown = "".join(f"## {n} A long section title about topic number {n} with more words\n"
                        f"{'Sentence that goes on and on about the results. ' * 40}\n"
@@ -848,6 +870,79 @@ def test_argument_errors(env):
     huge = call(paper="x" * 1_000_000)
     assert len(huge) < 500
     assert env.requests == []
+
+
+class ResetMidBody(FakeResponse):
+    """A response whose connection drops after the first chunk."""
+
+    def read(self, n=-1):
+        if self.tell() > 0:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return super().read(min(n, 1000) if n and n > 0 else 1000)
+
+
+PDF_URL = "https://export.arxiv.org/pdf/1111.2011v2"
+API_URL = "https://export.arxiv.org/api/query"
+ERROR_FEED = (DATA / "2026_error_incorrect_id_format_abc_http400.xml").read_bytes()
+NO_ENTRY_FEED = (DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_bytes()
+
+# Faults injected into the API or the PDF download: (where, outcomes, what the answer must say or None if the
+# retry recovers).  Each outcome list is served before the normal answer.
+FAULTS = {
+    "503 then success": ("api/query", lambda: [http_error(API_URL, 503)], None),
+    "502 then success": ("/pdf/", lambda: [http_error(PDF_URL, 502)], None),
+    "429 with Retry-After": ("api/query", lambda: [http_error(API_URL, 429, headers={"Retry-After": "5"})], None),
+    "429 without Retry-After": ("/pdf/", lambda: [http_error(PDF_URL, 429)], None),
+    "connection refused": ("api/query", lambda: [urllib.error.URLError(ConnectionRefusedError(111, "x"))] * 4,
+                           "the connection was refused"),
+    "reset mid-body": ("/pdf/", lambda: [ResetMidBody(PDF_1111, PDF_URL, "application/pdf") for _ in range(4)],
+                       "the connection was reset"),
+    "DNS failure": ("api/query", lambda: [urllib.error.URLError(socket.gaierror(-2, "x"))] * 4, "DNS failure"),
+    "read timeout": ("/pdf/", lambda: [socket.timeout("timed out")] * 4, "timed out"),
+    "PDF cut short": ("/pdf/", lambda: [FakeResponse(PDF_1111[:5000], PDF_URL, "application/pdf",
+                                                     length=len(PDF_1111)) for _ in range(4)], "cut short"),
+    "HTML with status 200": ("/pdf/", lambda: [FakeResponse(b"<html>Access denied</html>", PDF_URL, "text/html")],
+                             "web page"),
+    "zero-byte body": ("/pdf/", lambda: [FakeResponse(b"", PDF_URL, "application/pdf")], "empty file"),
+    "PDF over the byte cap": ("/pdf/", lambda: [FakeResponse(b"%PDF-", PDF_URL, "application/pdf", length=10**9)],
+                              "larger than the 50 MB cap"),
+    "malformed XML": ("api/query", lambda: [FakeResponse(b"<feed><entry>", API_URL, "application/atom+xml")] * 4,
+                      "malformed XML"),
+    "feed with no entry": ("api/query", lambda: [FakeResponse(NO_ENTRY_FEED, API_URL, "application/atom+xml")],
+                           "arXiv has no paper 1111.2011v2"),
+    "API error entry": ("api/query", lambda: [http_error(API_URL, 400, ERROR_FEED)], "rejected the id"),
+    "non-UTF-8 bytes": ("api/query", lambda: [FakeResponse(b"\xff\xfe\xfa\x00<feed>", API_URL,
+                                                           "application/atom+xml")] * 4, "malformed XML"),
+    "redirect to another host": ("/pdf/", lambda: [FakeResponse(PDF_1111, "https://evil.example/x.pdf",
+                                                                "application/pdf")], "redirected"),
+    "encrypted PDF": ("/pdf/", lambda: [FakeResponse(synthetic_pdf(text="x " * 200, password="pw"), PDF_URL,
+                                                     "application/pdf")], "encrypted"),
+    "corrupt PDF": ("/pdf/", lambda: [FakeResponse(b"%PDF-1.4\n" + b"\x00junk" * 200, PDF_URL,
+                                                   "application/pdf")], "corrupt"),
+    "zero pages": ("/pdf/", lambda: [FakeResponse(ZERO_PAGE_PDF, PDF_URL, "application/pdf")], "no pages"),
+    "scanned, no text layer": ("/pdf/", lambda: [FakeResponse(synthetic_pdf(image=True), PDF_URL,
+                                                              "application/pdf")], "no text layer"),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("through", ["tool", "arxiv_markdown"])
+def test_fault_matrix(env, fault, through):
+    where, outcomes, message = FAULTS[fault]
+    env.script[where] = outcomes()
+    read = (lambda: call(paper="1111.2011v2", section="full")) if through == "tool" else (
+        lambda: am.arxiv_markdown("https://arxiv.org/abs/1111.2011v2"))
+    answer = read()
+    assert "Traceback" not in answer and len(answer) < 60_000
+    if message is None:
+        assert "## Full Text (PDF)\n" in answer and "## I Introduction" in answer, answer[:500]
+    else:
+        assert message in answer, answer[-400:]
+        problem = answer if answer.startswith(("**Error", am.ERROR)) else answer.split("## Full Text (PDF)\n")[1]
+        assert len(problem) < 300
+    env.script.clear()
+    env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
+    assert "## I Introduction" in call(paper="1111.2011", section="full"), "the next call works"
 
 
 def test_unexpected_failures_become_a_message_and_the_next_call_works(env, monkeypatch):
@@ -1372,3 +1467,20 @@ def test_live_search_date_range(live_library):
 @LIVE
 def test_live_unknown_id(live_library):
     check_not_found(call(paper="2501.99999"))
+
+
+def test_package_installs_an_arxiv_mcp_command(tmp_path):
+    """`pip install .` and `uvx --from . arxiv-mcp` install the same module with this entry point."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    subprocess.run([uv, "build", "--wheel", "--out-dir", str(tmp_path), str(HERE)], check=True,
+                   capture_output=True, timeout=300)
+    wheel = zipfile.ZipFile(next(tmp_path.glob("arxiv_mcp-*.whl")))
+    assert "arxiv_mcp.py" in wheel.namelist()
+    entry_points = next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))
+    assert "arxiv-mcp = arxiv_mcp:main" in wheel.read(entry_points).decode()
