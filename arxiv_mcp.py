@@ -89,7 +89,7 @@ class Settings:
     def allowed_hosts(self) -> frozenset[str]:
         """The only hosts this module ever sends a request to."""
         return frozenset(
-            urllib.parse.urlsplit(url).hostname or "" for url in (self.api_url, self.pdf_url.format(id="x"))
+            urllib.parse.urlsplit(url).hostname or "" for url in (self.api_url, self.pdf_url.replace("{id}", "x"))
         )
 
     @classmethod
@@ -624,7 +624,7 @@ def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Setting
               limiter: RateLimiter | None = None) -> bytes:
     """Download a paper's PDF into memory and validate it (see ``check_pdf``)."""
     settings = settings or SETTINGS
-    url = settings.pdf_url.format(id=arxiv_id)
+    url = settings.pdf_url.replace("{id}", arxiv_id)
     try:
         response = http_get(url, accept="application/pdf", max_bytes=settings.max_pdf_bytes, deadline=deadline,
                             settings=settings, limiter=limiter)
@@ -1840,7 +1840,7 @@ def arxiv_markdown(url: str) -> str | None:
         return None
     try:
         reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter))
-        return format_full(reading.paper, reading.text, reading.text_error)
+        return format_full(reading.paper, reading.text, reading.text_error, LIBRARY.settings.max_chars)
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
     except Exception as error:  # never raise into the caller's pipeline

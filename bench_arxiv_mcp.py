@@ -11,6 +11,7 @@ an otherwise idle machine.
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import http.server
 import os
@@ -22,6 +23,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import arxiv_mcp as am
@@ -109,6 +111,55 @@ def baseline(data: bytes, max_pages: int) -> float:
     with am._PDF_LOCK, pymupdf.open(stream=data, filetype="pdf") as doc:
         pages = list(range(min(max_pages, doc.page_count)))
         return timed(pymupdf4llm.to_markdown, doc, pages=pages, use_ocr=False)[0]
+
+
+def _convert_pages(data: bytes, numbers: list[int]) -> list[str]:
+    """One worker's share of a parallel conversion (what a worker-process design would run)."""
+    import pymupdf
+    import pymupdf4llm
+
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        return [pymupdf4llm.to_markdown(doc, pages=[n], use_ocr=False, footer=False) for n in numbers]
+
+
+def tree_rss_mb() -> float:
+    import psutil
+
+    me = psutil.Process()
+    total = 0
+    for process in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            total += process.memory_info().rss
+    return total / 1e6
+
+
+def parallel_check(data: bytes, max_pages: int, workers: int = 2, chunk: int = 5) -> tuple[float, float, float, float]:
+    """Conversion of one paper in worker processes against in-process: (in-process seconds,
+    parallel seconds with warm workers, worker start-up seconds, peak RSS of the process tree in MB)."""
+    import multiprocessing
+
+    import pymupdf
+
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        pages = list(range(min(max_pages, doc.page_count)))
+    alone = timed(_convert_pages, data, pages)[0]
+    peak, stop = [tree_rss_mb()], threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            peak.append(tree_rss_mb())
+
+    threading.Thread(target=watch, daemon=True).start()
+    start = time.perf_counter()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for warm in [pool.submit(_convert_pages, data, [0]) for _ in range(workers)]:
+            warm.result()
+        startup = time.perf_counter() - start
+        chunks = [pages[i:i + chunk] for i in range(0, len(pages), chunk)]
+        parallel = timed(lambda: [p for f in [pool.submit(_convert_pages, data, c) for c in chunks]
+                                  for p in f.result()])[0]
+    stop.set()
+    return alone, parallel, startup, max(peak)
 
 
 def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
@@ -211,12 +262,15 @@ def main() -> None:
     print(f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency {args.latency:g} s, "
           f"{os.cpu_count()} cores", file=sys.stderr)
     baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
+    import pymupdf
+
+    page_counts = {}
+    for arxiv_id, data in pdfs.items():
+        with pymupdf.open(stream=data, filetype="pdf") as doc:
+            page_counts[arxiv_id] = doc.page_count
     rows = []
     for arxiv_id, data in pdfs.items():
-        import pymupdf
-
-        with pymupdf.open(stream=data, filetype="pdf") as doc:
-            pages = min(doc.page_count, settings.max_pages)
+        pages = min(page_counts[arxiv_id], settings.max_pages)
         base_time = statistics.median(baseline(data, settings.max_pages) for _ in range(args.runs))
         measured = measure_paper(arxiv_id, settings, args.runs)
         rows.append((arxiv_id, pages, base_time, measured))
@@ -236,8 +290,9 @@ def main() -> None:
         server_ready_seconds(env, commands["uv run arxiv_mcp.py"])  # warm uv's cache for the script
     ready = {name: statistics.median(server_ready_seconds(env, command) for _ in range(args.runs))
              for name, command in commands.items()}
-    largest = max(rows, key=lambda row: row[1])[0]  # the most pages converted
+    largest = max(page_counts, key=page_counts.get)  # the longest paper
     peak = peak_rss_mb(env, largest)
+    parallel = [parallel_check(pdfs[largest], settings.max_pages) for _ in range(args.runs)]
     server.shutdown()
 
     def median_of(name: str) -> float:
@@ -262,7 +317,12 @@ def main() -> None:
           f"largest {max(sizes):,.0f}; {sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ 4,000 | |")
     for name, seconds in ready.items():
         print(f"| server start to `tools/list` (`{name}`, SDK stdio client) | {seconds:.2f} s | |")
-    print(f"| peak RSS of the server's process tree, {largest} in full | {peak:.0f} MB | |")
+    print(f"| peak RSS of the server's process tree, {largest} ({page_counts[largest]} pages) in full | "
+          f"{peak:.0f} MB | |")
+    alone, together, startup, parallel_peak = (statistics.median(p[i] for p in parallel) for i in range(4))
+    print(f"| not adopted: {largest} converted by 2 warm worker processes (5-page chunks) vs in-process | "
+          f"{together:.2f} s vs {alone:.2f} s, + {startup:.1f} s worker start-up, peak {parallel_peak:.0f} MB | "
+          f"{together / alone:.2f} |")
     print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
 
 
