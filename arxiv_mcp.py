@@ -677,7 +677,8 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
     same text page by page as for the whole document, and it is the mode that
     finds section headings.  Raises ArxivError for corrupt, encrypted or empty
     PDFs and for PDFs without a text layer (scans).  Nothing is written to
-    disk or stdout.
+    disk or stdout: what pymupdf4llm prints goes to stderr while it converts
+    (``contextlib.redirect_stdout``, which acts on the whole process).
     """
     max_pages = SETTINGS.max_pages if max_pages is None else max_pages
     with _PDF_LOCK:

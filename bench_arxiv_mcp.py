@@ -162,6 +162,38 @@ def parallel_check(data: bytes, max_pages: int, workers: int = 2, chunk: int = 5
     return alone, parallel, startup, max(peak)
 
 
+def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
+    """pymupdf4llm's layout mode against its legacy mode (``use_layout(False)``) on the papers without a usable
+    outline, where the converted text alone tells the sections: seconds per page and sections found."""
+    import pymupdf
+    import pymupdf4llm
+
+    print("| paper | pages | layout: s/page | layout: sections | legacy: s/page | legacy: sections |\n"
+          "|---|---|---|---|---|---|")
+    totals = {True: [0.0, 0, 0], False: [0.0, 0, 0]}
+    for arxiv_id, data in pdfs.items():
+        if am.skim_pdf(data, max_pages) is not None:
+            continue
+        row = []
+        for layout in (True, False):
+            pymupdf4llm.use_layout(layout)
+            with pymupdf.open(stream=data, filetype="pdf") as doc:
+                pages = list(range(min(max_pages, doc.page_count)))
+                options = {"use_ocr": False, "footer": False} if layout else {}  # legacy mode has neither
+                seconds, markdown = timed(pymupdf4llm.to_markdown, doc, pages=pages, **options)
+                outline = [(level, title, page) for level, title, page, *_ in doc.get_toc()]
+            found = len(am.find_sections(markdown, outline))
+            totals[layout][0] += seconds
+            totals[layout][1] += len(pages)
+            totals[layout][2] += found
+            row += [f"{seconds / len(pages):.2f}", str(found)]
+        pymupdf4llm.use_layout(True)
+        print(f"| {arxiv_id} | {len(pages)} | " + " | ".join(row) + " |")
+    print("| all | {} | {:.2f} | {} | {:.2f} | {} |".format(
+        totals[True][1], totals[True][0] / totals[True][1], totals[True][2],
+        totals[False][0] / totals[False][1], totals[False][2]))
+
+
 def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
     """Medians of each measurement for one paper."""
     samples: dict[str, list[float]] = {}
@@ -246,12 +278,17 @@ def main() -> None:
                         help="the rate limiter's gap in seconds (arXiv's is 3; 0 measures the pipeline alone)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in waits before answering")
     parser.add_argument("--papers", nargs="*", help="only these ids")
+    parser.add_argument("--compare-modes", action="store_true",
+                        help="only compare pymupdf4llm's layout and legacy modes on papers without an outline")
     args = parser.parse_args()
 
     paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
     pdfs = {corpus_id(p): p.read_bytes() for p in paths if corpus_id(p)}
     if args.papers:
         pdfs = {k: v for k, v in pdfs.items() if k in args.papers}
+    if args.compare_modes:
+        compare_modes(pdfs, am.SETTINGS.max_pages)
+        return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", min_interval=args.interval,
@@ -298,8 +335,10 @@ def main() -> None:
     def median_of(name: str) -> float:
         return statistics.median(m[name] for _, _, _, m in rows)
 
-    def ratio_of(name: str) -> float:
-        return statistics.median(m[name] / b for _, _, b, m in rows)
+    def ratio_of(name: str, among: Callable[[str], bool] = lambda _: True) -> float:
+        return statistics.median(m[name] / b for i, _, b, m in rows if among(i))
+
+    with_outline = {i for i in pdfs if am.skim_pdf(pdfs[i], settings.max_pages) is not None}
 
     total_pages = sum(p for _, p, _, _ in rows)
     sizes = [m["overview chars"] for _, _, _, m in rows]
@@ -307,7 +346,9 @@ def main() -> None:
     print(f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
           f"{statistics.median(b for _, _, b, _ in rows):.2f} s ({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |")
     for name in ("cold overview", "cold overview + first section", "cold full text"):
-        print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} |")
+        print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} (with an outline, "
+              f"{len(with_outline)} papers: {ratio_of(name, with_outline.__contains__):.2f}; without: "
+              f"{ratio_of(name, lambda i: i not in with_outline):.2f}) |")
     for name in ("warm section", "warm overview"):
         print(f"| {name} | {median_of(name) * 1000:.2f} ms | |")
     print(f"| cold full text of {gap_id} with arXiv's 3 s limiter gap ({gap_conversion:.2f} s without it) "
