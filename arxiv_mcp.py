@@ -802,8 +802,8 @@ def _candidate_lines(markdown: str) -> list[_Line]:
     for raw in markdown.splitlines(keepends=True):
         stripped = raw.strip()
         if stripped.startswith("<!-- Start of picture text"):
-            in_picture = True
-        elif stripped.startswith("<!-- End of picture text") or "End of picture text -->" in stripped:
+            in_picture = "End of picture text -->" not in stripped  # the block may end on the same line
+        elif "End of picture text -->" in stripped:
             in_picture = False
         elif not in_picture and stripped and not stripped.startswith(("|", ">", "!", "<", "```")):
             plain = _plain(stripped)
@@ -927,7 +927,8 @@ def _sections_from_outline(bookmarks: Sequence[_Bookmark], text: str, lines: lis
     and never before the bookmark ahead of it; a References bookmark without a
     heading starts at the first item of the reference list.  Bookmarks past the
     converted pages are left out; without ``page_starts``, so are those whose
-    heading is not found.
+    heading is not found.  Outlines often leave out the back matter: an
+    Acknowledgments, References or Bibliography heading in the text is added.
     """
     found, position = [], 0
     for bookmark in bookmarks:
@@ -956,6 +957,11 @@ def _sections_from_outline(bookmarks: Sequence[_Bookmark], text: str, lines: lis
                 continue
             offset = max(page_start, found[-1][0]) if found else page_start
         found.append((offset, number, bookmark.title, bookmark.level))
+    titles = {_key(title) for _, _, title, _ in found}
+    for line in lines:
+        if line.marked and _BACK_MATTER.fullmatch(line.text) and _key(line.text) not in titles:
+            found.append((line.offset, "", line.text, 1))
+            titles.add(_key(line.text))
     return sorted(found, key=lambda entry: entry[0])
 
 
@@ -990,6 +996,7 @@ def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[
 _FIRST_REFERENCE = re.compile(r"^(?:- )?(?:\[1\] +\S|1\.? +[^\n]*\b(?:1[89]|20)[0-9]{2}\b)", re.M)
 _NEXT_REFERENCE = re.compile(r"^(?:- )?(?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
 _REFERENCE_TITLES = ("references", "bibliography")
+_BACK_MATTER = re.compile(r"acknowled?ge?ments?|references|bibliography", re.I)
 
 
 def _reference_start(text: str, start: int) -> int | None:
@@ -1102,7 +1109,9 @@ def _overview(text: str, starts: Sequence[tuple[int, str, int]], page_count: int
         before = [label for start, label, _ in starts if start <= offset]
         return before[-1] if before else "the front matter"
 
-    links = tuple((url, where(offset)) for offset, url in repository_links(text))
+    # Links in the reference list are other works' code, not this paper's.
+    links = tuple((url, where(offset)) for offset, url in repository_links(text, limit=None)
+                  if _key(where(offset)) not in _REFERENCE_TITLES)[:_MAX_LINKS]
     return Overview(page_count, pages, len(text), tuple(headings), links)
 
 
@@ -1203,14 +1212,14 @@ def withdrawal_notice(paper: Paper) -> str:
 _REPOSITORY_HOSTS = {"github.com": 2, "gitlab.com": 2, "bitbucket.org": 2, "huggingface.co": 2, "zenodo.org": 2,
                      "codeberg.org": 2}
 _REPOSITORY_LINK = re.compile(
-    r"(?<![\w.@/-])(?:https?://)?(?:www\.)?(?P<host>" + "|".join(map(re.escape, _REPOSITORY_HOSTS)) +
+    r"(?:https?://|(?<![\w.@/-]))(?:www\.)?(?P<host>" + "|".join(map(re.escape, _REPOSITORY_HOSTS)) +
     r")/(?P<path>[A-Za-z0-9_.~-]+(?:/[A-Za-z0-9_.~-]+)*)", re.I)
 _MAX_LINKS = 5
 
 
-def repository_links(markdown: str) -> list[tuple[int, str]]:
+def repository_links(markdown: str, limit: int | None = _MAX_LINKS) -> list[tuple[int, str]]:
     """Distinct code and data repository links in the text: (offset, URL) in
-    order of first appearance, at most five.  A link is cut to the repository
+    order of first appearance, at most ``limit``.  A link is cut to the repository
     (``github.com/owner/repo``; on Hugging Face ``datasets/owner/name`` too)."""
     seen: dict[str, int] = {}
     for m in _REPOSITORY_LINK.finditer(markdown):
@@ -1223,7 +1232,7 @@ def repository_links(markdown: str) -> list[tuple[int, str]]:
         url = f"https://{host}/{'/'.join(parts[:depth])}".removesuffix(".git")
         if url.lower() not in {u.lower() for u in seen}:
             seen[url] = m.start()
-    return sorted((offset, url) for url, offset in seen.items())[:_MAX_LINKS]
+    return sorted((offset, url) for url, offset in seen.items())[:limit]
 
 
 def format_metadata(paper: Paper, extra: Sequence[str] = ()) -> str:
@@ -1696,7 +1705,7 @@ class PaperLibrary:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Reading] = OrderedDict()
         self._flights: dict[str, _Flight] = {}
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="arxiv")
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="arxiv")  # downloads and conversions
 
     def cached(self, arxiv_id: str) -> Reading | None:
         """The cached reading of ``arxiv_id`` (marking it recently used), or None."""
@@ -1726,7 +1735,8 @@ class PaperLibrary:
             flight = self._flights.get(arxiv_id)
             if flight is None:
                 flight = self._flights[arxiv_id] = _Flight()
-                self._pool.submit(self._load, arxiv_id, flight)
+                # Its own thread: it waits for the pool's download and conversion, so a pool thread could starve.
+                threading.Thread(target=self._load, args=(arxiv_id, flight), name="arxiv-read", daemon=True).start()
             if on_progress is not None:
                 flight.listeners.append(on_progress)
 

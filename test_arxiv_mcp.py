@@ -635,6 +635,8 @@ def test_front_matter_is_not_a_section(convert_once):
 def test_candidate_filter_rejects_sentence_fragments_and_running_headers():
     markdown = "\n".join([
         "# A PREPRINT", "## 1 Introduction", "text", "# A PREPRINT", "**We show that the model is exact.**",
+        "<!-- Start of picture text -->4 Axis label<br><!-- End of picture text -->",
+        "<!-- Start of picture text -->", "**5 Another label**", "<!-- End of picture text -->",
         "## 2 Methods", "# A PREPRINT", "## 7 Nonsense jump", "## 3 Results", "## References",
     ]) + "\n"
     found = [s.label for s in am.find_sections(markdown)]
@@ -769,6 +771,20 @@ def test_the_outline_overview_lists_the_sections_a_read_finds(pdf, title, conver
     for heading in skim.headings:
         assert exact[heading.label] / 2.5 - 500 <= heading.chars <= exact[heading.label] * 2.5 + 500, heading
     assert am.skim_pdf((DATA / "2203.00274v2.pdf").read_bytes()) is None  # no outline: the text decides
+
+
+def test_outline_with_appendices_and_unbookmarked_back_matter():
+    path = CORPUS / "pdf" / "2308.08155v2.pdf"
+    if not path.exists():
+        pytest.skip("../shared/corpus is not beside this checkout")
+    skim = am.skim_pdf(path.read_bytes())
+    assert [(h.level, h.label) for h in skim.headings] == [
+        (1, "1 Introduction"), (1, "2 The AutoGen Framework"), (2, "2.1 Conversable Agents"),
+        (2, "2.2 Conversation Programming"), (1, "3 Applications of AutoGen"), (1, "4 Discussion"),
+        (1, "Acknowledgements"), (1, "References"), (1, "A Related Work"), (1, "B Expanded Discussion"),
+        (2, "B.1 General Guidelines for Using AutoGen"), (2, "B.2 Future Work"),
+        (1, "C Default System Message for Assistant Agent"), (1, "D Application Details")]
+    assert ("https://github.com/microsoft/autogen", "the front matter") in skim.links
 
 
 def corpus_pdfs():
@@ -963,6 +979,19 @@ def test_concurrent_reads_share_one_download(env):
     assert sorted(urllib.parse.urlsplit(u).path for u in env.urls) == ["/api/query", "/pdf/1111.2011v2"]
 
 
+def test_many_papers_at_once_all_complete(env):
+    ids = ["1111.2011"] + [f"1111.2011v{n}" for n in range(1, 10) if n != 2]
+    for arxiv_id in ids:
+        env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, PDF_1111
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.update({i: call(paper=i, section="full")})) for i in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == len(ids) and all("## I Introduction" in r for r in results.values())
+
+
 def test_cache_is_bounded_by_count(env):
     library = am.PaperLibrary(am.Settings(cache_papers=1, deadline=600), env.library.limiter)
     env.feeds["1111.2011"] = ATOM_1111
@@ -1076,14 +1105,17 @@ def test_repository_links_on_corpus_pages(pdf, page, expected):
 def test_repository_links_are_cut_to_the_repository_and_listed_with_their_section():
     markdown = ("## 1 Introduction\nCode: https://github.com/org/tool/tree/main/src and `github.com/org/tool`.\n"
                 "## 2 Data\nSee huggingface.co/datasets/org/set, https://huggingface.co/docs/x and "
-                "https://example.com/github.com/a/b.\n")
+                "https://example.com/github.com/a/b.\n"
+                "## References\n- [1] A. Other. Their tool. https://github.com/other/tool, 2020.\n"
+                "- [2] B. Other. Footnote style: 2https://gitlab.com/x/y 2021.\n")
     assert [u for _, u in am.repository_links(markdown)] == ["https://github.com/org/tool",
-                                                             "https://huggingface.co/datasets/org/set"]
+                                                             "https://huggingface.co/datasets/org/set",
+                                                             "https://github.com/other/tool", "https://gitlab.com/x/y"]
     text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 1, 1)
     paper = am.parse_feed(ATOM_1111).papers[0]
     overview = am.format_overview(paper, am.overview_of(text))
     assert ("- **Code and data:** https://github.com/org/tool (in 1 Introduction), "
-            "https://huggingface.co/datasets/org/set (in 2 Data)") in overview
+            "https://huggingface.co/datasets/org/set (in 2 Data)\n") in overview  # none from the references
 
 
 # ---------------------------------------------------------------------------
