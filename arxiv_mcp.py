@@ -667,6 +667,11 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
     return doc
 
 
+def _outline(doc: "pymupdf.Document") -> tuple[tuple[int, str, int], ...]:
+    """The PDF's bookmarks: (level, title, page number from 1)."""
+    return tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
+
+
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
                     on_page: Callable[["PdfText", int], None] | None = None) -> PdfText:
     """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
@@ -687,7 +692,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
         doc = _open_pdf(data)
         try:
             total = min(doc.page_count, max(1, max_pages))
-            outline = tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
+            outline = _outline(doc)
             page_count = doc.page_count
             pages: list[str] = []
             # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
@@ -936,9 +941,10 @@ def _sections_from_outline(bookmarks: Sequence[_Bookmark], text: str, lines: lis
             break
         index, heading, number = None, "", bookmark.number
         for i in range(position, len(lines)):
-            joined = [lines[i], *(_Line(lines[i].offset, f"{lines[i].text} {lines[j].text}", lines[i].marked)
-                                  for j in (i + 1,) if j < len(lines) and len(lines[i].text) < 80)]
-            heading = next((line.text for line in joined if _matches(line, bookmark)), "")
+            candidates = [lines[i]]
+            if i + 1 < len(lines) and len(lines[i].text) < 80:  # a heading broken over two lines
+                candidates.append(dataclasses.replace(lines[i], text=f"{lines[i].text} {lines[i + 1].text}"))
+            heading = next((line.text for line in candidates if _matches(line, bookmark)), "")
             if heading:
                 index = i
                 break
@@ -1127,7 +1133,7 @@ def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
-            bookmarks = _bookmarks([(level, _clean(title), page) for level, title, page, *_ in doc.get_toc()])
+            bookmarks = _bookmarks(_outline(doc))
             if len(bookmarks) < _MIN_OUTLINE_ENTRIES:
                 return None
             page_texts = [doc[number].get_text() for number in range(min(doc.page_count, max(1, max_pages)))]
@@ -1377,6 +1383,17 @@ def _truncation_note(shown: int, total: int, source: str, text: PaperText | None
     return note + f" Source: {source}]"
 
 
+_NOTE_ROOM = 400  # characters kept free for a truncation note
+
+
+def _capped(document: str, limit: int, note_for: Callable[[str], str]) -> str:
+    """``document`` if it fits in ``limit``, else cut, with ``note_for(shown_part)`` appended."""
+    if len(document) <= limit:
+        return document
+    shown, _ = truncate(document, max(0, limit - _NOTE_ROOM))
+    return f"{shown}\n\n{note_for(shown)}"[:limit]
+
+
 def format_full(paper: Paper, text: PaperText | None, text_error: str | None = None,
                 max_chars: int | None = None) -> str:
     """The whole document: metadata, abstract and ``## Full Text (PDF)``, capped at
@@ -1387,13 +1404,8 @@ def format_full(paper: Paper, text: PaperText | None, text_error: str | None = N
         return head + f"The full text is unavailable: {text_error}"
     notes = f"\n\n[{text.page_note} Source: {paper.pdf_url}]" if text.page_note else ""
     document = head + text.markdown.strip() + notes
-    if len(document) <= max_chars:
-        return document
-    reserve = 400  # room for the note
-    shown, _ = truncate(document, max(0, max_chars - reserve))
-    cut_offset = len(shown) - len(head)
-    note = _truncation_note(len(shown), len(document), paper.pdf_url, text, cut_offset)
-    return f"{shown}\n\n{note}"[:max_chars]
+    return _capped(document, max_chars, lambda shown: _truncation_note(
+        len(shown), len(document), paper.pdf_url, text, cut_offset=len(shown) - len(head)))
 
 
 def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
@@ -1447,10 +1459,7 @@ def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int
     for section in chosen:
         parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section)}")
     document = "\n\n".join(parts)
-    if len(document) > max_chars:
-        shown, _ = truncate(document, max_chars - 400)
-        document = f"{shown}\n\n{_truncation_note(len(shown), len(document), paper.pdf_url)}"
-    return document
+    return _capped(document, max_chars, lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url))
 
 
 # ---------------------------------------------------------------------------
@@ -1710,10 +1719,13 @@ class PaperLibrary:
     def cached(self, arxiv_id: str) -> Reading | None:
         """The cached reading of ``arxiv_id`` (marking it recently used), or None."""
         with self._lock:
-            reading = self._cache.get(arxiv_id)
-            if reading is not None:
-                self._cache.move_to_end(arxiv_id)
-            return reading
+            return self._cached(arxiv_id)
+
+    def _cached(self, arxiv_id: str) -> Reading | None:  # with self._lock held
+        reading = self._cache.get(arxiv_id)
+        if reading is not None:
+            self._cache.move_to_end(arxiv_id)
+        return reading
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
              early: Callable[[Reading], bool] | None = None, early_text: bool = False) -> Reading:
@@ -1729,8 +1741,7 @@ class PaperLibrary:
         known with a note, or raises ArxivError if the metadata has not arrived.
         """
         with self._lock:
-            if (reading := self._cache.get(arxiv_id)) is not None:
-                self._cache.move_to_end(arxiv_id)
+            if (reading := self._cached(arxiv_id)) is not None:
                 return reading
             flight = self._flights.get(arxiv_id)
             if flight is None:
@@ -1907,9 +1918,9 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
         return format_overview(reading.paper, reading.overview, reading.text_error)
     if choice.lower() == "full":
         reading = library.read(arxiv_id, deadline, on_progress)
-    else:
-        reading = library.read(arxiv_id, deadline, on_progress, early=_sections_ready(choice), early_text=True)
-    if choice.lower() == "full" or reading.text is None:
+        return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
+    reading = library.read(arxiv_id, deadline, on_progress, early=_sections_ready(choice), early_text=True)
+    if reading.text is None:
         return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
     return format_sections(reading.paper, reading.text, choice, library.settings.max_chars)
 
