@@ -1010,15 +1010,18 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, conver
 
     monkeypatch.setattr(am, "pdf_to_markdown", slow_convert)
     monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))  # metadata arrives well before
-    early = call(paper="1111.2011v2")
+    # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
+    monkeypatch.setattr(env.library.limiter, "interval", 0)
+    early = call(paper="1111.2011v2", section="full")  # the full text waits for the conversion
     assert "## Abstract\nTheoretical description" in early
-    assert "still running at the 2 s deadline (ARXIV_DEADLINE)" in early
+    assert "## Full Text (PDF)\nThe full text is unavailable: the conversion was still running at the 2 s " \
+           "deadline (ARXIV_DEADLINE)" in early
     release.set()
     for _ in range(100):  # the background read fills the cache
         if env.library.cached("1111.2011v2"):
             break
         threading.Event().wait(0.05)
-    assert "## Sections\n8 pages" in call(paper="1111.2011v2")
+    assert "## I Introduction" in call(paper="1111.2011v2", section="full")
     assert len(env.requests) == 2
 
 
