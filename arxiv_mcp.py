@@ -27,6 +27,7 @@ import os
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import argparse
+import bisect
 import contextlib
 import dataclasses
 import http.client
@@ -636,13 +637,16 @@ def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Setting
     return response.body
 
 
+Outline = tuple[tuple[int, str, int], ...]  # (level from 1, title, page number from 1), like PDF bookmarks
+
+
 @dataclass(frozen=True)
 class PdfText:
     """A PDF converted to Markdown, one string per converted page."""
 
     pages: tuple[str, ...]
     page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
-    outline: tuple[tuple[int, str, int], ...]  # the PDF's bookmarks: (level, title, page number)
+    outline: Outline  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
 
     @property
     def markdown(self) -> str:
@@ -667,17 +671,19 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
     return doc
 
 
-def _outline(doc: "pymupdf.Document") -> tuple[tuple[int, str, int], ...]:
+def _outline(doc: "pymupdf.Document") -> Outline:
     """The PDF's bookmarks: (level, title, page number from 1)."""
     return tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
 
 
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
-                    on_page: Callable[["PdfText", int], None] | None = None) -> PdfText:
+                    on_page: Callable[["PdfText", int], None] | None = None,
+                    outline: Outline | None = None) -> PdfText:
     """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
 
     Converts at most ``max_pages`` pages (default: ``SETTINGS.max_pages``),
-    without OCR and without page footers (page numbers).  After each page,
+    without OCR and without page footers (page numbers).  The result carries
+    ``outline``, the paper's structure, or ``pdf_outline``'s.  After each page,
     ``on_page(text_so_far, pages_to_convert)`` is called.  pymupdf4llm's layout mode gives the
     same text page by page as for the whole document, and it is the mode that
     finds section headings.  Raises ArxivError for corrupt, encrypted or empty
@@ -692,7 +698,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
         doc = _open_pdf(data)
         try:
             total = min(doc.page_count, max(1, max_pages))
-            outline = _outline(doc)
+            outline = _structure(doc, total) if outline is None else tuple(outline)
             page_count = doc.page_count
             pages: list[str] = []
             # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
@@ -801,8 +807,7 @@ class _Line:
 
 
 def _candidate_lines(markdown: str) -> list[_Line]:
-    """Lines that could be headings: outside picture text and tables, and not
-    running page headers (the same text on three or more pages)."""
+    """Lines that could be headings: outside picture text and tables, and not running page headers."""
     lines, offset, in_picture = [], 0, False
     for raw in markdown.splitlines(keepends=True):
         stripped = raw.strip()
@@ -817,6 +822,11 @@ def _candidate_lines(markdown: str) -> list[_Line]:
             if plain and len(plain) <= 2 * _MAX_HEADING_CHARS:
                 lines.append(_Line(offset, plain, marked))
         offset += len(raw)
+    return _without_running_heads(lines)
+
+
+def _without_running_heads(lines: list[_Line]) -> list[_Line]:
+    """``lines`` without running page headers: the same text on three or more pages."""
     repeats = Counter(_key(line.text) for line in lines)
     return [line for line in lines if repeats[_key(line.text)] < 3 or _NAMED_SECTIONS.fullmatch(line.text)]
 
@@ -861,9 +871,20 @@ class _Numbering:
         """The level of a heading numbered ``number``, or None if it is implausible here."""
         parts = number.split(".")
         head = parts[0]
+        if head == "0":
+            return None  # an axis label or a table cell
         if len(parts) > 1:
             level = len(parts)
             value = int(parts[-1]) if parts[-1].isdigit() else ord(parts[-1]) - 64
+            # "4.3" continues section 4, or starts section 5 whose heading was missed; "24.4" is a table cell.
+            parents = [(depth, int(part)) for depth, part in enumerate(parts[:-1], start=1) if part.isdigit()]
+            if any(not self.last.get(depth, part) <= part <= self.last.get(depth, part) + 1
+                   for depth, part in parents):
+                return None
+            for depth, part in parents:
+                if self.last.get(depth) != part:
+                    self.last = {k: v for k, v in self.last.items() if k < depth}
+                    self.last[depth] = part
         else:
             if head.isdigit():
                 style, value = "arabic", int(head)
@@ -910,7 +931,10 @@ def _bookmarks(outline: Sequence[tuple[int, str, int]]) -> list[_Bookmark]:
     if entries[0][0] == top and all(level > top for level, _, _ in entries[1:]) and len(entries) > 1:
         entries = entries[1:]
         top = min(level for level, _, _ in entries)
-    return [_Bookmark(level - top + 1, *_split_number(title), page - 1) for level, title, page in entries]
+    marks = [_Bookmark(level - top + 1, *_split_number(title), page - 1) for level, title, page in entries]
+    # Qualified in outline order ("C" under "III" is "III.C"): the text's reading order can differ.
+    qualified = _qualified([(0, mark.number, mark.title, mark.level) for mark in marks])
+    return [dataclasses.replace(mark, number=number) for mark, (_, number, _, _) in zip(marks, qualified)]
 
 
 def _matches(line: _Line, bookmark: _Bookmark) -> bool:
@@ -922,38 +946,56 @@ def _matches(line: _Line, bookmark: _Bookmark) -> bool:
             or (line.marked and len(have) >= 8 and (want.startswith(have) or have.startswith(want))))
 
 
+def _heading_line(lines: list[_Line], bookmark: _Bookmark, where: range, used: set[int]) -> tuple[int | None, str]:
+    """The first line in ``where`` (not ``used``) that is the bookmark's heading,
+    alone or joined to the line after it (raw text breaks headings): (index, heading text)."""
+    for i in where:
+        if i in used:
+            continue
+        candidates = [lines[i]]
+        if i + 1 < len(lines) and len(lines[i].text) < 80:
+            candidates.append(dataclasses.replace(lines[i], text=f"{lines[i].text} {lines[i + 1].text}"))
+        if heading := next((line.text for line in candidates if _matches(line, bookmark)), ""):
+            return i, heading
+    return None, ""
+
+
 def _sections_from_outline(bookmarks: Sequence[_Bookmark], text: str, lines: list[_Line],
                            page_starts: Sequence[int]) -> list[tuple[int, str, str, int]]:
     """Place the bookmarks in ``text`` (Markdown or raw text, split in
     ``lines``): (offset, number, title, level) in reading order.
 
-    A bookmark starts at its heading line when one matches (alone or joined to
-    the lines around it: raw text breaks headings), else at the top of its page
-    and never before the bookmark ahead of it; a References bookmark without a
+    A bookmark starts at its heading line, searched from the top of its page
+    (the converter's reading order can put a heading after the next one's),
+    then back to the heading of the bookmark ahead of it; else at the top of
+    its page and never before the bookmark ahead of it.  A References bookmark without a
     heading starts at the first item of the reference list.  Bookmarks past the
     converted pages are left out; without ``page_starts``, so are those whose
     heading is not found.  Outlines often leave out the back matter: an
     Acknowledgments, References or Bibliography heading in the text is added.
     """
-    found, position = [], 0
+    found, position, used = [], 0, set()
+    line_offsets = [line.offset for line in lines]
     for bookmark in bookmarks:
         if page_starts and bookmark.page >= len(page_starts):
             break
-        index, heading, number = None, "", bookmark.number
-        for i in range(position, len(lines)):
-            candidates = [lines[i]]
-            if i + 1 < len(lines) and len(lines[i].text) < 80:  # a heading broken over two lines
-                candidates.append(dataclasses.replace(lines[i], text=f"{lines[i].text} {lines[i + 1].text}"))
-            heading = next((line.text for line in candidates if _matches(line, bookmark)), "")
-            if heading:
-                index = i
-                break
+        on_page = position
+        if page_starts and bookmark.page >= 0:
+            on_page = bisect.bisect_left(line_offsets, page_starts[bookmark.page])
+        # A bookmark that names a wrong page is still found after the bookmark ahead of it.
+        index, heading = _heading_line(lines, bookmark, range(on_page, len(lines)), used)
+        if index is None and position < on_page:
+            index, heading = _heading_line(lines, bookmark, range(position, on_page), used)
+        number = bookmark.number
         if index is not None:
             offset, position = lines[index].offset, index + 1
-            # Bookmarks often omit the number that the page prints, on the line or just before it.
-            number = number or _split_number(heading)[0]
-            if not number and index > 0 and re.fullmatch(r"[0-9IVXLC]+\.?|[A-Z]\.", lines[index - 1].text):
-                number = lines[index - 1].text.rstrip(".")
+            used.add(index)
+            # Bookmarks often omit the number that the page prints, on the line or just before it.  Back
+            # matter has none: a number there is the page's.
+            if not number and not _BACK_MATTER.fullmatch(bookmark.title):
+                number = _split_number(heading)[0]
+                if not number and index > 0 and re.fullmatch(r"[0-9IVXLC]+\.?|[A-Z]\.", lines[index - 1].text):
+                    number = lines[index - 1].text.rstrip(".")
         elif not page_starts:
             continue
         else:
@@ -989,7 +1031,9 @@ def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[
                 numbering.styles = ["letter"]
                 numbering.letter = number[0]
         elif _NAMED_SECTIONS.fullmatch(title):
-            if _key(title) == "abstract":
+            # Once sections are numbered, an unnumbered "Results" is a table header or a run-in heading.
+            if (_key(title) == "abstract" or _key(title) in {_key(t) for _, n, t, _ in found if not n}
+                    or numbering.last and not _FRONT_OR_BACK_MATTER.fullmatch(title)):
                 continue
             level = 1
         else:
@@ -1003,6 +1047,11 @@ _FIRST_REFERENCE = re.compile(r"^(?:- )?(?:\[1\] +\S|1\.? +[^\n]*\b(?:1[89]|20)[
 _NEXT_REFERENCE = re.compile(r"^(?:- )?(?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
 _REFERENCE_TITLES = ("references", "bibliography")
 _BACK_MATTER = re.compile(r"acknowled?ge?ments?|references|bibliography", re.I)
+# Unnumbered sections that numbered papers have too.
+_FRONT_OR_BACK_MATTER = re.compile(
+    r"introduction|acknowled?ge?ments?|references|bibliography|appendix|appendices|supplementary (materials?|"
+    r"information)|data availability|code availability|author contributions|broader impacts?|ethics statement|"
+    r"funding|limitations", re.I)
 
 
 def _reference_start(text: str, start: int) -> int | None:
@@ -1065,6 +1114,148 @@ def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), p
     return sections
 
 
+# ---------------------------------------------------------------------------
+# Structure from the PDF's text layer: an outline built from the fonts of headings, in milliseconds
+# ---------------------------------------------------------------------------
+
+_BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi(?:um)?\b|cmbx|cmssbx|\bbx|-b\b|bd\b", re.I)
+_ITALIC_FONT = re.compile(r"italic|oblique|cmti|cmsl|-it\b|\bit\b|ital", re.I)
+_LONE_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]+)*|[IVXLC]+|[A-Z])\.?")
+_STYLED_SHARE = 0.6  # of a line's letters, in bold (or italic) for the line to count as bold (italic)
+
+
+@dataclass
+class _TextLine:
+    """A line of a page's text layer with the style of most of its letters."""
+
+    text: str
+    size: float  # font size, rounded to half a point
+    bold: bool
+    italic: bool
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+def _text_line(spans: list[dict[str, Any]], bbox: Sequence[float]) -> _TextLine:
+    """One line from its text spans: the size of most of its characters; superscripts
+    (footnote marks) and math symbols in another font do not make a bold heading plain."""
+    sizes = Counter({round(span["size"] * 2) / 2: 0 for span in spans})
+    for span in spans:
+        sizes[round(span["size"] * 2) / 2] += len(span["text"].strip())
+    size = sizes.most_common(1)[0][0]
+    letters = bold = italic = 0
+    for span in spans:
+        if span["size"] < size - 2.5:
+            continue  # a superscript
+        count = sum(ch.isalnum() for ch in span["text"])
+        font = span["font"].split("+")[-1]  # "ABCDEF+CMBX12": the subset prefix says nothing
+        letters += count
+        bold += count if span["flags"] & 16 or _BOLD_FONT.search(font) else 0
+        italic += count if span["flags"] & 2 or _ITALIC_FONT.search(font) else 0
+    text = " ".join("".join(span["text"] for span in spans).split())
+    return _TextLine(text, size, letters > 0 and bold >= _STYLED_SHARE * letters,
+                     letters > 0 and italic >= _STYLED_SHARE * letters, *bbox)
+
+
+def _page_lines(page: "pymupdf.Page") -> list[_TextLine]:
+    """A page's text lines in the text layer's order.  A section number that
+    the PDF sets apart from its title on the same baseline (``III.`` and
+    ``KUBO FORMULAE``) is joined to it."""
+    lines = [_text_line(line["spans"], line["bbox"])
+             for block in page.get_text("dict", flags=0)["blocks"] for line in block.get("lines", ())
+             if any(span["text"].strip() for span in line["spans"])]
+    for number in [line for line in lines if _LONE_NUMBER.fullmatch(line.text)]:
+        beside = [line for line in lines
+                  if line is not number and abs(line.y0 - number.y0) < 3 and 0 <= line.x0 - number.x1 < 40]
+        if number in lines and beside:
+            title = min(beside, key=lambda line: line.x0)
+            lines.remove(title)
+            number.text, number.x1 = f"{number.text} {title.text}", title.x1
+            number.bold, number.italic = title.bold, title.italic
+    return lines
+
+
+def _continues(heading: _TextLine, line: _TextLine) -> bool:
+    """Whether ``line`` is the second line of the long numbered ``heading``: the
+    same style, right below it, and no number of its own."""
+    return (heading.bold == line.bold and abs(heading.size - line.size) < 1
+            and 0 <= line.y0 - heading.y1 < 0.8 * (heading.y1 - heading.y0)
+            and len(heading.text) > 20 and bool(_split_number(heading.text)[0]) and not _split_number(line.text)[0])
+
+
+def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
+    """Headings of the first ``pages`` pages found by their fonts, as an outline.
+
+    A heading line is bold, or larger than the body text, or in capitals
+    when numbered or a section name, or numbered and in italics (AAS style,
+    with regular capitals for sections); a numbered heading wrapped over
+    two lines is joined.  The lines then go through the same filter as
+    Markdown headings (``_sections_from_headings``: numbered or well-known
+    names, plausible numbering, no running headers), and a reference list without
+    a heading becomes References.  Costs a few milliseconds a page.
+    """
+    page_lines = [_page_lines(doc[number]) for number in range(pages)]
+    sizes = Counter()
+    for line in (line for lines in page_lines for line in lines):
+        sizes[line.size] += len(line.text)
+    if not sizes:
+        return ()
+    body = sizes.most_common(1)[0][0]
+
+    def marked(line: _TextLine) -> bool:
+        number, title = _split_number(line.text)
+        capitals = len(title) >= 4 and title.isupper()
+        return (line.bold or line.size >= body + 1 or bool(number) and (capitals or line.italic)
+                or capitals and bool(_NAMED_SECTIONS.fullmatch(title)))
+
+    lines, page_starts, text, position = [], [], [], 0
+    for page in page_lines:
+        page_starts.append(position)
+        joined: list[_TextLine] = []
+        for line in page:
+            if joined and marked(joined[-1]) and marked(line) and _continues(joined[-1], line):
+                before = joined[-1]
+                broken = before.text.endswith("-") and line.text[:1].islower()
+                before.text = before.text[:-1] + line.text if broken else f"{before.text} {line.text}"
+                before.y1 = line.y1
+            else:
+                joined.append(line)
+        for line in joined:
+            # a title starts with a letter and has a word: table cells and plot labels do not
+            title = _split_number(line.text)[1]
+            if re.match(r"[^\W\d_]", title) and re.search(r"[^\W\d_]{3}", title):
+                lines.append(_Line(position, line.text, marked(line)))
+            text.append(line.text + "\n")
+            position += len(line.text) + 1
+    found = _sections_from_headings(_without_running_heads(lines), "")
+    if references := _reference_list("".join(text), found):
+        found.append(references)
+        found.sort()
+    return tuple((level, f"{number} {title}".strip(), bisect.bisect_right(page_starts, offset))
+                 for offset, number, title, level in _qualified(found))
+
+
+def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
+    """The paper's structure as outline entries: the PDF's bookmarks when they
+    name three sections or more (hyperref), otherwise the headings of the
+    first ``max_pages`` pages found by their fonts (``_font_outline``).
+    Raises ArxivError for PDFs that cannot be opened."""
+    max_pages = SETTINGS.max_pages if max_pages is None else max_pages
+    with _PDF_LOCK:
+        doc = _open_pdf(data)
+        try:
+            return _structure(doc, min(doc.page_count, max(1, max_pages)))
+        finally:
+            doc.close()
+
+
+def _structure(doc: "pymupdf.Document", pages: int) -> Outline:
+    outline = _outline(doc)
+    return outline if len(_bookmarks(outline)) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
+
+
 @dataclass(frozen=True)
 class Heading:
     """One row of the overview's section list."""
@@ -1121,22 +1312,24 @@ def _overview(text: str, starts: Sequence[tuple[int, str, int]], page_count: int
     return Overview(page_count, pages, len(text), tuple(headings), links)
 
 
-def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
-    """The overview of a PDF from its outline and raw text layer, in milliseconds.
+def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None = None) -> Overview | None:
+    """The overview of a PDF from its structure and raw text layer, in milliseconds.
 
-    Returns None when the outline has too few section bookmarks: then only the
-    converted text (``find_sections``) can tell the sections.  Sizes are those
-    of the raw text, which approximate the converted text's (whose reading
-    order can differ).  Raises ArxivError for PDFs that cannot be opened.
+    ``outline`` is the paper's structure, ``pdf_outline``'s by default.
+    Returns None when it has too few sections: then only the converted text
+    (``find_sections``) can tell them.  Sizes are those of the raw text, which
+    approximate the converted text's (whose reading order can differ).  Raises
+    ArxivError for PDFs that cannot be opened.
     """
     max_pages = SETTINGS.max_pages if max_pages is None else max_pages
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
-            bookmarks = _bookmarks(_outline(doc))
+            pages = min(doc.page_count, max(1, max_pages))
+            bookmarks = _bookmarks(_structure(doc, pages) if outline is None else outline)
             if len(bookmarks) < _MIN_OUTLINE_ENTRIES:
                 return None
-            page_texts = [doc[number].get_text() for number in range(min(doc.page_count, max(1, max_pages)))]
+            page_texts = [doc[number].get_text() for number in range(pages)]
             page_count = doc.page_count
         finally:
             doc.close()
@@ -1816,14 +2009,16 @@ class PaperLibrary:
             return
         try:
             data = pdf.result()
-            # The outline gives an overview in milliseconds, long before the conversion ends.
-            flight.publish(overview=skim_pdf(data, self.settings.max_pages))
+            # The structure gives an overview in milliseconds, long before the conversion ends.
+            outline = pdf_outline(data, self.settings.max_pages)
+            flight.publish(overview=skim_pdf(data, self.settings.max_pages, outline))
 
             def on_page(so_far: PdfText, total: int) -> None:
                 flight.publish(converted=so_far)
                 progress(len(so_far.pages), total, f"Converted page {len(so_far.pages)} of {total}")
 
-            converted.set_result(pdf_to_markdown(data, max_pages=self.settings.max_pages, on_page=on_page))
+            converted.set_result(pdf_to_markdown(data, max_pages=self.settings.max_pages, on_page=on_page,
+                                                 outline=outline))
         except BaseException as error:
             converted.set_exception(error)
 

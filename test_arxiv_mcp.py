@@ -4,6 +4,7 @@ records every request."""
 
 import asyncio
 import email.message
+import dataclasses
 import hashlib
 import http.client
 import io
@@ -121,7 +122,7 @@ def convert_once():
     """pdf_to_markdown memoised for the session: real conversions, each done once."""
     real, memo = am.pdf_to_markdown, {}
 
-    def convert(data, *, max_pages=None, on_page=None):
+    def convert(data, *, max_pages=None, on_page=None, outline=None):
         key = (hashlib.sha256(data).hexdigest(), max_pages)
         if key not in memo:
             try:
@@ -130,7 +131,7 @@ def convert_once():
                 memo[key] = error
         if isinstance(memo[key], am.ArxivError):
             raise memo[key]
-        text = memo[key]
+        text = memo[key] if outline is None else dataclasses.replace(memo[key], outline=tuple(outline))
         for done in range(1, len(text.pages) + 1):  # replay the pages as they came
             if on_page:
                 on_page(am.PdfText(text.pages[:done], text.page_count, text.outline), len(text.pages))
@@ -718,13 +719,13 @@ def paced_conversion(monkeypatch, convert_once):
     """Conversions that deliver one page each time ``step`` is set: the test sees a read mid-way."""
     step, delivered = threading.Semaphore(0), []
 
-    def convert(data, *, max_pages=None, on_page=None):
+    def convert(data, *, max_pages=None, on_page=None, outline=None):
         def paced(so_far, total):
             step.acquire(timeout=10)
             delivered.append(len(so_far.pages))
             on_page(so_far, total)
 
-        return convert_once(data, max_pages=max_pages, on_page=paced)
+        return convert_once(data, max_pages=max_pages, on_page=paced, outline=outline)
 
     monkeypatch.setattr(am, "pdf_to_markdown", convert)
     return step, delivered
@@ -758,11 +759,12 @@ def test_a_section_is_answered_once_its_pages_are_converted(env, monkeypatch, co
 @pytest.mark.parametrize("pdf, title", [
     ("1111.2011v2.pdf", "Quantum Criticality for Extended Nodes on a Bethe Lattice in the Large Connectivity Limit"),
     ("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB"),
+    ("2203.00274v2.pdf", "TableFormer: Robust Transformer Modeling for Table-Text Encoding"),  # no outline: fonts
 ])
-def test_the_outline_overview_lists_the_sections_a_read_finds(pdf, title, convert_once):
+def test_the_skim_overview_lists_the_sections_a_read_finds(pdf, title, convert_once):
     data = (DATA / pdf).read_bytes()
     skim = am.skim_pdf(data)
-    text = am.PaperText.from_pdf(convert_once(data, max_pages=30), title)
+    text = am.PaperText.from_pdf(convert_once(data, max_pages=30, outline=am.pdf_outline(data)), title)
     # The same sections; a reference list without a heading may sit elsewhere in the two reading orders.
     assert sorted((h.label, h.level) for h in skim.headings) == sorted((s.label, s.level) for s in text.sections)
     numbered = [h.label for h in skim.headings if h.label[0].isupper() and " " in h.label and h.label[1] in " .I"]
@@ -770,7 +772,12 @@ def test_the_outline_overview_lists_the_sections_a_read_finds(pdf, title, conver
     exact = {h.label: h.chars for h in am.overview_of(text).headings}
     for heading in skim.headings:
         assert exact[heading.label] / 2.5 - 500 <= heading.chars <= exact[heading.label] * 2.5 + 500, heading
-    assert am.skim_pdf((DATA / "2203.00274v2.pdf").read_bytes()) is None  # no outline: the text decides
+
+
+def test_without_outline_or_headings_the_overview_waits_for_the_text():
+    data = (DATA / "cond-mat_0406362v1.pdf").read_bytes()  # a two-page letter: one heading
+    assert len(am.pdf_outline(data)) < 3
+    assert am.skim_pdf(data) is None
 
 
 def test_outline_with_appendices_and_unbookmarked_back_matter():
