@@ -562,8 +562,7 @@ def test_unreadable_pdfs_give_clear_errors(make, message):
 
 
 def test_conversion_writes_nothing_to_stdout(capfd):
-    text = am.pdf_to_markdown(synthetic_pdf(text="A line of real text for the layout model. " * 3) * 1
-                              if False else (DATA / "cond-mat_0406362v1.pdf").read_bytes())
+    text = am.pdf_to_markdown((DATA / "cond-mat_0406362v1.pdf").read_bytes())
     assert "Transport" in text.markdown
     out, _ = capfd.readouterr()
     assert out == ""
@@ -614,6 +613,91 @@ def test_sections_without_outline(convert_once):
         (2, "5.7 Limitations of TABLEFORMER"), (1, "6 Other Related Work"), (1, "7 Conclusion"),
         (1, "Acknowledgments"), (1, "References"),
     ]
+
+
+def test_the_font_outline_loses_no_heading_the_layout_conversion_finds(convert_once):
+    data = (DATA / "2203.00274v2.pdf").read_bytes()  # no bookmarks
+    outline = am.pdf_outline(data)
+    assert outline[:3] == ((1, "1 Introduction", 1), (1, "2 Preliminaries: TAPAS for Table Encoding", 2),
+                           (1, "3 TABLEFORMER: Robust Structural Table Encoding", 3))
+    assert (2, "5.7 Limitations of TABLEFORMER", 8) in outline and outline[-1] == (1, "References", 9)
+    pdf = convert_once(data, max_pages=30)
+    by_layout = am.PaperText.from_pdf(dataclasses.replace(pdf, outline=())).sections  # Markdown headings only
+    by_font = am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections
+    assert len(by_layout) >= 15 and {s.label for s in by_layout} <= {s.label for s in by_font}
+
+
+# Headings as printed, checked by hand against each PDF: styles that the font pass must read.
+FONT_OUTLINES = {
+    # AAS: numbered sections in regular capitals, subsections in italics, REFERENCES in capitals
+    "1707.04066v1": ["1 INTRODUCTION", "2 OBSERVATIONS AND DATA PROCESSING", "3 DETECTION EFFICIENCY",
+                     "4 THE SIZE DISTRIBUTION OF NEOS", "5 DISCUSSION", "5.1 Objects not included in this analysis",
+                     "5.2 Uncertainties", "5.3 Comparison to previous estimates", "6 CONCLUSIONS AND FUTURE WORK",
+                     "REFERENCES"],
+    # REVTeX: "III." set apart from its title, a math symbol in a bold heading, three levels
+    "cond-mat_0304595v3": ["I INTRODUCTION", "II MODEL", "III KUBO FORMULAE FOR κ AND σ",
+                           "III.A Drude weight for heat and spin transport", "III.B The current operators",
+                           "IV XXZ MODEL", "IV.A Mean-field theory", "IV.B Numerical results for the XXZ model",
+                           "IV.B.1 Technical remarks on the numerical procedure",
+                           "IV.B.2 Thermal transport in the XXZ model", "IV.B.3 Spin transport in the XXZ model",
+                           "V NONINTEGRABLE MODELS", "V.A Bosonization",
+                           "V.B Thermal transport in nonintegrable models",
+                           "V.C Spin transport in nonintegrable models", "VI CONCLUSION"],
+    # bold headings wrapped over two lines, one hyphenated; bold table headers ("Method") are no sections
+    "1804.07821v1": ["1 Introduction", "2 Related Work", "3 Method", "3.1 Dilated Convolutions for Multicolumn Networks",
+                     "3.2 Experiments", "3.2.1 UCF50 Crowd Counting", "3.2.2 TRANCOS Traffic Counting",
+                     "3.2.3 UCSD Crowd Counting", "3.2.4 WorldExpo ’10 Crowd Counting", "4 Results",
+                     "4.1 UCF Crowd Counting", "4.2 TRANCOS Traffic Counting", "4.3 UCSD Crowd Counting",
+                     "4.4 WorldExpo ’10 Crowd Counting", "4.5 Ablation Studies", "5 Conclusion", "5.1 Summary",
+                     "5.2 Future Work", "Acknowledgment", "References"],
+}
+
+
+@pytest.mark.parametrize("arxiv_id", sorted(FONT_OUTLINES))
+def test_font_outlines_of_papers_without_bookmarks(arxiv_id):
+    path = CORPUS / "pdf" / f"{arxiv_id.replace('/', '_')}.pdf"
+    if not path.exists():
+        pytest.skip("../shared/corpus is not beside this checkout")
+    assert [title for _, title, _ in am.pdf_outline(path.read_bytes())] == FONT_OUTLINES[arxiv_id]
+
+
+def test_numbering_checks_the_parents_of_dotted_numbers():
+    numbering = am._Numbering()
+    placed = [numbering.place(number) for number in ["1", "2", "2.1", "24.4", "2.2", "3.1", "0.5", "3.2", "3"]]
+    # "24.4" is a table cell, "3.1" starts section 3 whose heading was missed, "0.5" is an axis label
+    assert placed == [1, 1, 2, None, 2, 2, None, 2, None]
+
+
+def test_unnumbered_body_names_after_numbered_sections_are_not_sections():
+    def found(texts):
+        lines = [am._Line(index * 100, text, True) for index, text in enumerate(texts)]
+        return [f"{number} {title}".strip() for _, number, title, _ in am._sections_from_headings(lines, "")]
+
+    assert found(["1 Introduction", "2 Method", "Method", "Results", "3 Results", "Acknowledgments",
+                  "References"]) == ["1 Introduction", "2 Method", "3 Results", "Acknowledgments", "References"]
+    assert found(["Introduction", "Results", "Discussion", "Results", "Methods"]) == [
+        "Introduction", "Results", "Discussion", "Methods"]  # an unnumbered paper, without the repeat
+
+
+def test_bookmarks_are_placed_on_their_own_page():
+    pages = ["Contents\n\n1 Introduction\n\n2 Methods\n\n3 Results\n\n",  # a table of contents
+             "## 1 Introduction\n\nIntro text.\n\n## 3 Results\n\nThe results.\n\n## 2 Methods\n\nThe methods.\n\n"]
+    outline = ((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 2))
+    text = am.PaperText.from_pdf(am.PdfText(tuple(pages), 2, outline))
+    # the table of contents is no section; the layout's reading order put 3 before 2, and each keeps its text
+    assert [s.label for s in text.sections] == ["1 Introduction", "3 Results", "2 Methods"]
+    assert [text.body(s).splitlines()[-1] for s in text.sections] == ["Intro text.", "The results.", "The methods."]
+    pages = ["## 1 Introduction\n\nIntro text.\n\n", "## 2 Methods\n\nThe methods.\n\n", "## 3 Results\n\nR.\n\n"]
+    wrong_page = ((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 3))  # Introduction is on page 1
+    text = am.PaperText.from_pdf(am.PdfText(tuple(pages), 3, wrong_page))
+    assert [(s.label, s.start) for s in text.sections][:2] == [("1 Introduction", 0), ("2 Methods", len(pages[0]))]
+
+
+def test_subsections_are_qualified_in_outline_order():
+    markdown = "## I One\n\nx\n\n## II Two\n\ny\n\n## III Three\n\nz\n\n### C. Gamma\n\nw\n\n"
+    outline = ((1, "I One", 1), (1, "II Two", 1), (2, "C. Gamma", 1), (1, "III Three", 1))
+    text = am.PaperText.from_pdf(am.PdfText((markdown,), 1, outline))
+    assert [s.label for s in text.sections] == ["I One", "II Two", "III Three", "II.C Gamma"]
 
 
 def test_a_letter_without_headings_has_no_sections(convert_once):
@@ -740,6 +824,21 @@ def test_overview_from_the_outline_does_not_wait_for_the_conversion(env, monkeyp
     for _ in range(8):
         step.release()
     assert "## II Self-consistent" in call(paper="1111.2011v2", section="2")
+    assert call(paper="1111.2011v2") == overview  # the same overview once converted
+
+
+def test_overview_without_an_outline_does_not_wait_for_the_conversion(env, monkeypatch, convert_once):
+    env.pdfs["1111.2011v2"] = (DATA / "2203.00274v2.pdf").read_bytes()  # no bookmarks: headings by font
+    step, delivered = paced_conversion(monkeypatch, convert_once)
+    overview = call(paper="1111.2011v2")
+    assert delivered == [], "answered before any page was converted"
+    assert "- **1 Introduction**" in overview and "  - **5.7 Limitations of TABLEFORMER**" in overview
+    for _ in range(2):
+        step.release()
+    introduction = call(paper="1111.2011v2", section="1")
+    assert len(delivered) == 2 and "## 1 Introduction" in introduction
+    for _ in range(8):
+        step.release()
     assert call(paper="1111.2011v2") == overview  # the same overview once converted
 
 
