@@ -881,7 +881,7 @@ class _Numbering:
             if any(not self.last.get(depth, part) <= part <= self.last.get(depth, part) + 1
                    for depth, part in parents):
                 return None
-            for depth, part in parents:
+            for depth, part in parents:  # a new parent clears the levels below it
                 if self.last.get(depth) != part:
                     self.last = {k: v for k, v in self.last.items() if k < depth}
                     self.last[depth] = part
@@ -1033,7 +1033,7 @@ def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[
         elif _NAMED_SECTIONS.fullmatch(title):
             # Once sections are numbered, an unnumbered "Results" is a table header or a run-in heading.
             if (_key(title) == "abstract" or _key(title) in {_key(t) for _, n, t, _ in found if not n}
-                    or numbering.last and not _FRONT_OR_BACK_MATTER.fullmatch(title)):
+                    or numbering.last and not _UNNUMBERED_MATTER.fullmatch(title)):
                 continue
             level = 1
         else:
@@ -1048,8 +1048,8 @@ _NEXT_REFERENCE = re.compile(r"^(?:- )?(?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
 _REFERENCE_TITLES = ("references", "bibliography")
 _BACK_MATTER = re.compile(r"acknowled?ge?ments?|references|bibliography", re.I)
 # Unnumbered sections that numbered papers have too.
-_FRONT_OR_BACK_MATTER = re.compile(
-    r"introduction|acknowled?ge?ments?|references|bibliography|appendix|appendices|supplementary (materials?|"
+_UNNUMBERED_MATTER = re.compile(
+    r"acknowled?ge?ments?|references|bibliography|appendix|appendices|supplementary (materials?|"
     r"information)|data availability|code availability|author contributions|broader impacts?|ethics statement|"
     r"funding|limitations", re.I)
 
@@ -1124,7 +1124,7 @@ _LONE_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]+)*|[IVXLC]+|[A-Z])\.?")
 _STYLED_SHARE = 0.6  # of a line's letters, in bold (or italic) for the line to count as bold (italic)
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two lines can read the same
 class _TextLine:
     """A line of a page's text layer with the style of most of its letters."""
 
@@ -1141,7 +1141,7 @@ class _TextLine:
 def _text_line(spans: list[dict[str, Any]], bbox: Sequence[float]) -> _TextLine:
     """One line from its text spans: the size of most of its characters; superscripts
     (footnote marks) and math symbols in another font do not make a bold heading plain."""
-    sizes = Counter({round(span["size"] * 2) / 2: 0 for span in spans})
+    sizes = Counter()
     for span in spans:
         sizes[round(span["size"] * 2) / 2] += len(span["text"].strip())
     size = sizes.most_common(1)[0][0]
@@ -1198,8 +1198,9 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     """
     page_lines = [_page_lines(doc[number]) for number in range(pages)]
     sizes = Counter()
-    for line in (line for lines in page_lines for line in lines):
-        sizes[line.size] += len(line.text)
+    for page in page_lines:
+        for line in page:
+            sizes[line.size] += len(line.text)
     if not sizes:
         return ()
     body = sizes.most_common(1)[0][0]
@@ -1237,10 +1238,16 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
                  for offset, number, title, level in _qualified(found))
 
 
+def _structure(doc: "pymupdf.Document", pages: int) -> Outline:
+    """The PDF's bookmarks when they name three sections or more (hyperref),
+    otherwise the headings of the first ``pages`` pages found by their fonts."""
+    outline = _outline(doc)
+    return outline if len(_bookmarks(outline)) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
+
+
 def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
-    """The paper's structure as outline entries: the PDF's bookmarks when they
-    name three sections or more (hyperref), otherwise the headings of the
-    first ``max_pages`` pages found by their fonts (``_font_outline``).
+    """The paper's structure as outline entries, in milliseconds: its bookmarks,
+    or the headings of its first ``max_pages`` pages found by their fonts.
     Raises ArxivError for PDFs that cannot be opened."""
     max_pages = SETTINGS.max_pages if max_pages is None else max_pages
     with _PDF_LOCK:
@@ -1249,11 +1256,6 @@ def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
             return _structure(doc, min(doc.page_count, max(1, max_pages)))
         finally:
             doc.close()
-
-
-def _structure(doc: "pymupdf.Document", pages: int) -> Outline:
-    outline = _outline(doc)
-    return outline if len(_bookmarks(outline)) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
 
 
 @dataclass(frozen=True)
@@ -2123,8 +2125,9 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
 def _sections_ready(selector: str) -> Callable[[Reading], bool]:
     """Whether the pages converted so far hold the whole of the sections ``selector`` names.
 
-    Only for papers with an outline, whose section list does not change as
-    pages arrive: a section is whole once the heading after it is converted.
+    Only when the overview came before the text (from bookmarks or headings
+    found by font), so that the section list does not change as pages arrive:
+    a section is whole once the heading after it is converted.
     """
     def ready(known: Reading) -> bool:
         if known.overview is None or known.text is None:

@@ -133,16 +133,20 @@ def tree_rss_mb() -> float:
     return total / 1e6
 
 
-def parallel_check(data: bytes, max_pages: int, workers: int = 2, chunk: int = 5) -> tuple[float, float, float, float]:
+def parallel_check(data: bytes, max_pages: int, workers: int = 2,
+                   chunk: int = 5) -> tuple[float, float, float, float, float]:
     """Conversion of one paper in worker processes against in-process: (in-process seconds,
-    parallel seconds with warm workers, worker start-up seconds, peak RSS of the process tree in MB)."""
+    parallel seconds with warm workers, worker start-up seconds, peak RSS of the process tree in MB,
+    cores the in-process conversion keeps busy: CPU seconds of all its threads per second)."""
     import multiprocessing
 
     import pymupdf
 
     with pymupdf.open(stream=data, filetype="pdf") as doc:
         pages = list(range(min(max_pages, doc.page_count)))
+    cpu = time.process_time()
     alone = timed(_convert_pages, data, pages)[0]
+    busy = (time.process_time() - cpu) / alone
     peak, stop = [tree_rss_mb()], threading.Event()
 
     def watch() -> None:
@@ -159,39 +163,54 @@ def parallel_check(data: bytes, max_pages: int, workers: int = 2, chunk: int = 5
         parallel = timed(lambda: [p for f in [pool.submit(_convert_pages, data, c) for c in chunks]
                                   for p in f.result()])[0]
     stop.set()
-    return alone, parallel, startup, max(peak)
+    return alone, parallel, startup, max(peak), busy
+
+
+def structure(data: bytes, max_pages: int) -> str:
+    """Where a paper's section list comes from before its conversion: 'bookmarks' (the PDF outline),
+    'fonts' (headings found by font in the text layer), or 'none' (the overview waits for the conversion)."""
+    import pymupdf
+
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        if len(am._bookmarks(am._outline(doc))) >= am._MIN_OUTLINE_ENTRIES:
+            return "bookmarks"
+    return "fonts" if am.skim_pdf(data, max_pages) is not None else "none"
 
 
 def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
-    """pymupdf4llm's layout mode against its legacy mode (``use_layout(False)``) on the papers without a usable
-    outline, where the converted text alone tells the sections: seconds per page and sections found."""
+    """On the papers without PDF bookmarks: pymupdf4llm's layout mode (the server's page-by-page
+    ``pdf_to_markdown``) against its legacy mode (``use_layout(False)``, one call), seconds per page and the
+    sections their Markdown headings give; and the font outline (``pdf_outline``): its time, the sections
+    it places in the layout Markdown, and the layout headings it does not have (spelling aside)."""
     import pymupdf
     import pymupdf4llm
 
-    print("| paper | pages | layout: s/page | layout: sections | legacy: s/page | legacy: sections |\n"
-          "|---|---|---|---|---|---|")
-    totals = {True: [0.0, 0, 0], False: [0.0, 0, 0]}
+    print("| paper | pages | layout: s/page | layout: sections | legacy: s/page | legacy: sections "
+          "| font outline: ms | font outline: sections | layout sections it lacks |\n|---|---|---|---|---|---|---|---|---|")
+    totals = [0, 0.0, 0, 0.0, 0, 0.0, 0, 0]  # pages; layout s, sections; legacy s, sections; font s, sections, lost
     for arxiv_id, data in pdfs.items():
-        if am.skim_pdf(data, max_pages) is not None:
+        if structure(data, max_pages) == "bookmarks":
             continue
-        row = []
-        for layout in (True, False):
-            pymupdf4llm.use_layout(layout)
+        layout_seconds, pdf = timed(am.pdf_to_markdown, data, max_pages=max_pages)
+        by_layout = {s.label for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=())).sections}
+        pymupdf4llm.use_layout(False)
+        try:
             with pymupdf.open(stream=data, filetype="pdf") as doc:
-                pages = list(range(min(max_pages, doc.page_count)))
-                options = {"use_ocr": False, "footer": False} if layout else {}  # legacy mode has neither
-                seconds, markdown = timed(pymupdf4llm.to_markdown, doc, pages=pages, **options)
-                outline = [(level, title, page) for level, title, page, *_ in doc.get_toc()]
-            found = len(am.find_sections(markdown, outline))
-            totals[layout][0] += seconds
-            totals[layout][1] += len(pages)
-            totals[layout][2] += found
-            row += [f"{seconds / len(pages):.2f}", str(found)]
-        pymupdf4llm.use_layout(True)
-        print(f"| {arxiv_id} | {len(pages)} | " + " | ".join(row) + " |")
-    print("| all | {} | {:.2f} | {} | {:.2f} | {} |".format(
-        totals[True][1], totals[True][0] / totals[True][1], totals[True][2],
-        totals[False][0] / totals[False][1], totals[False][2]))
+                legacy_seconds, legacy = timed(pymupdf4llm.to_markdown, doc, pages=list(range(len(pdf.pages))))
+        finally:
+            pymupdf4llm.use_layout(True)
+        font_seconds, outline = timed(am.pdf_outline, data, max_pages)
+        by_font = {s.label for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections}
+        lost = sorted(label for label in by_layout if am._key(label) not in {am._key(f) for f in by_font})
+        row = [len(pdf.pages), layout_seconds, len(by_layout), legacy_seconds, len(am.find_sections(legacy)),
+               font_seconds, len(by_font), len(lost)]
+        totals = [total + value for total, value in zip(totals, row)]
+        print(f"| {arxiv_id} | {len(pdf.pages)} | {layout_seconds / len(pdf.pages):.2f} | {len(by_layout)} | "
+              f"{legacy_seconds / len(pdf.pages):.2f} | {row[4]} | {font_seconds * 1000:.0f} | {len(by_font)} | "
+              f"{', '.join(lost) or 'none'} |")
+    pages = totals[0]
+    print(f"| all | {pages} | {totals[1] / pages:.2f} | {totals[2]} | {totals[3] / pages:.2f} | {totals[4]} | "
+          f"{totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |")
 
 
 def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
@@ -279,7 +298,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in waits before answering")
     parser.add_argument("--papers", nargs="*", help="only these ids")
     parser.add_argument("--compare-modes", action="store_true",
-                        help="only compare pymupdf4llm's layout and legacy modes on papers without an outline")
+                        help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
+                             "and the font outline")
     args = parser.parse_args()
 
     paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
@@ -338,7 +358,8 @@ def main() -> None:
     def ratio_of(name: str, among: Callable[[str], bool] = lambda _: True) -> float:
         return statistics.median(m[name] / b for i, _, b, m in rows if among(i))
 
-    with_outline = {i for i in pdfs if am.skim_pdf(pdfs[i], settings.max_pages) is not None}
+    kinds = {i: structure(pdfs[i], settings.max_pages) for i in pdfs}
+    groups = {"PDF bookmarks": "bookmarks", "headings by font": "fonts", "neither": "none"}
 
     total_pages = sum(p for _, p, _, _ in rows)
     sizes = [m["overview chars"] for _, _, _, m in rows]
@@ -346,9 +367,10 @@ def main() -> None:
     print(f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
           f"{statistics.median(b for _, _, b, _ in rows):.2f} s ({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |")
     for name in ("cold overview", "cold overview + first section", "cold full text"):
-        print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} (with an outline, "
-              f"{len(with_outline)} papers: {ratio_of(name, with_outline.__contains__):.2f}; without: "
-              f"{ratio_of(name, lambda i: i not in with_outline):.2f}) |")
+        split = "; ".join(f"{label}, {sum(k == kind for k in kinds.values())} papers: "
+                          f"{ratio_of(name, lambda i, kind=kind: kinds[i] == kind):.2f}"
+                          for label, kind in groups.items() if kind in kinds.values())
+        print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} ({split}) |")
     for name in ("warm section", "warm overview"):
         print(f"| {name} | {median_of(name) * 1000:.2f} ms | |")
     print(f"| cold full text of {gap_id} with arXiv's 3 s limiter gap ({gap_conversion:.2f} s without it) "
@@ -360,10 +382,12 @@ def main() -> None:
         print(f"| server start to `tools/list` (`{name}`, SDK stdio client) | {seconds:.2f} s | |")
     print(f"| peak RSS of the server's process tree, {largest} ({page_counts[largest]} pages) in full | "
           f"{peak:.0f} MB | |")
-    alone, together, startup, parallel_peak = (statistics.median(p[i] for p in parallel) for i in range(4))
+    alone, together, startup, parallel_peak, busy = (statistics.median(p[i] for p in parallel) for i in range(5))
     print(f"| not adopted: {largest} converted by 2 warm worker processes (5-page chunks) vs in-process | "
           f"{together:.2f} s vs {alone:.2f} s, + {startup:.1f} s worker start-up, peak {parallel_peak:.0f} MB | "
           f"{together / alone:.2f} |")
+    print(f"| cores one in-process conversion of {largest} keeps busy (CPU s / wall s) | {busy:.2f} of "
+          f"{os.cpu_count()} | no split over {os.cpu_count()} cores can go below {busy / os.cpu_count():.2f} |")
     print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
 
 

@@ -622,6 +622,7 @@ def test_the_font_outline_loses_no_heading_the_layout_conversion_finds(convert_o
                            (1, "3 TABLEFORMER: Robust Structural Table Encoding", 3))
     assert (2, "5.7 Limitations of TABLEFORMER", 8) in outline and outline[-1] == (1, "References", 9)
     pdf = convert_once(data, max_pages=30)
+    assert pdf.outline == outline  # pdf_to_markdown finds the same structure by itself
     by_layout = am.PaperText.from_pdf(dataclasses.replace(pdf, outline=())).sections  # Markdown headings only
     by_font = am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections
     assert len(by_layout) >= 15 and {s.label for s in by_layout} <= {s.label for s in by_font}
