@@ -1,6 +1,6 @@
 """Benchmark of arxiv_mcp on real arXiv PDFs, offline.
 
-    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...]
+    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--workers 2] [--papers ID ...]
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -11,7 +11,6 @@ an otherwise idle machine.
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import http.server
 import os
@@ -23,7 +22,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import arxiv_mcp as am
@@ -113,59 +111,6 @@ def baseline(data: bytes, max_pages: int) -> float:
         return timed(pymupdf4llm.to_markdown, doc, pages=pages, use_ocr=False)[0]
 
 
-def _convert_pages(data: bytes, numbers: list[int]) -> list[str]:
-    """One worker's share of a parallel conversion (what a worker-process design would run)."""
-    import pymupdf
-    import pymupdf4llm
-
-    with pymupdf.open(stream=data, filetype="pdf") as doc:
-        return [pymupdf4llm.to_markdown(doc, pages=[n], use_ocr=False, footer=False) for n in numbers]
-
-
-def tree_rss_mb() -> float:
-    import psutil
-
-    me = psutil.Process()
-    total = 0
-    for process in [me, *me.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            total += process.memory_info().rss
-    return total / 1e6
-
-
-def parallel_check(data: bytes, max_pages: int, workers: int = 2,
-                   chunk: int = 5) -> tuple[float, float, float, float, float]:
-    """Conversion of one paper in worker processes against in-process: (in-process seconds,
-    parallel seconds with warm workers, worker start-up seconds, peak RSS of the process tree in MB,
-    cores the in-process conversion keeps busy: CPU seconds of all its threads per second)."""
-    import multiprocessing
-
-    import pymupdf
-
-    with pymupdf.open(stream=data, filetype="pdf") as doc:
-        pages = list(range(min(max_pages, doc.page_count)))
-    cpu = time.process_time()
-    alone = timed(_convert_pages, data, pages)[0]
-    busy = (time.process_time() - cpu) / alone
-    peak, stop = [tree_rss_mb()], threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(0.05):
-            peak.append(tree_rss_mb())
-
-    threading.Thread(target=watch, daemon=True).start()
-    start = time.perf_counter()
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for warm in [pool.submit(_convert_pages, data, [0]) for _ in range(workers)]:
-            warm.result()
-        startup = time.perf_counter() - start
-        chunks = [pages[i:i + chunk] for i in range(0, len(pages), chunk)]
-        parallel = timed(lambda: [p for f in [pool.submit(_convert_pages, data, c) for c in chunks]
-                                  for p in f.result()])[0]
-    stop.set()
-    return alone, parallel, startup, max(peak), busy
-
-
 def structure(data: bytes, max_pages: int) -> str:
     """Where a paper's section list comes from before its conversion: 'bookmarks' (the PDF outline),
     'fonts' (headings found by font in the text layer), or 'none' (the overview waits for the conversion)."""
@@ -213,8 +158,9 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
           f"{totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |")
 
 
-def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
-    """Medians of each measurement for one paper."""
+def measure_paper(arxiv_id: str, settings: am.Settings, runs: int,
+                  workers: am.ConversionWorkers) -> dict[str, float]:
+    """Medians of each measurement for one paper; ``workers`` for the cold full text with worker processes."""
     samples: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
@@ -233,6 +179,9 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, 
         add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
         add("cold full text", timed(am.read_paper, arxiv_id, "full", library=library)[0])
+        library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval), workers)
+        add(f"cold full text, ARXIV_WORKERS={workers.count}",
+            timed(am.read_paper, arxiv_id, "full", library=library)[0])
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -252,6 +201,16 @@ def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
                     return time.perf_counter() - start
 
     return asyncio.run(main())
+
+
+def workers_startup(data: bytes, count: int) -> float:
+    """Seconds that starting ``count`` workers (and loading their layout models) adds to a conversion."""
+    workers = am.ConversionWorkers(count)
+    try:
+        cold = timed(am.pdf_to_markdown, data, workers=workers)[0]
+        return cold - timed(am.pdf_to_markdown, data, workers=workers)[0]
+    finally:
+        workers.stop()
 
 
 def peak_rss_mb(env: dict[str, str], arxiv_id: str) -> float:
@@ -297,6 +256,7 @@ def main() -> None:
                         help="the rate limiter's gap in seconds (arXiv's is 3; 0 measures the pipeline alone)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in waits before answering")
     parser.add_argument("--papers", nargs="*", help="only these ids")
+    parser.add_argument("--workers", type=int, default=2, help="ARXIV_WORKERS measured against in-process")
     parser.add_argument("--compare-modes", action="store_true",
                         help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
                              "and the font outline")
@@ -325,11 +285,11 @@ def main() -> None:
     for arxiv_id, data in pdfs.items():
         with pymupdf.open(stream=data, filetype="pdf") as doc:
             page_counts[arxiv_id] = doc.page_count
-    rows = []
+    rows, workers = [], am.ConversionWorkers(args.workers)
     for arxiv_id, data in pdfs.items():
         pages = min(page_counts[arxiv_id], settings.max_pages)
         base_time = statistics.median(baseline(data, settings.max_pages) for _ in range(args.runs))
-        measured = measure_paper(arxiv_id, settings, args.runs)
+        measured = measure_paper(arxiv_id, settings, args.runs, workers)
         rows.append((arxiv_id, pages, base_time, measured))
         print(f"{arxiv_id}: {pages} pages, baseline {base_time:.2f} s, "
               + ", ".join(f"{k} {v:.3f}" for k, v in measured.items()), file=sys.stderr)
@@ -347,9 +307,11 @@ def main() -> None:
         server_ready_seconds(env, commands["uv run arxiv_mcp.py"])  # warm uv's cache for the script
     ready = {name: statistics.median(server_ready_seconds(env, command) for _ in range(args.runs))
              for name, command in commands.items()}
+    workers.stop()
     largest = max(page_counts, key=page_counts.get)  # the longest paper
-    peak = peak_rss_mb(env, largest)
-    parallel = [parallel_check(pdfs[largest], settings.max_pages) for _ in range(args.runs)]
+    peak = {count: peak_rss_mb({**env, "ARXIV_WORKERS": str(count)}, largest) for count in (0, args.workers)}
+    smallest = min(pdfs, key=lambda k: len(pdfs[k]))
+    startup = statistics.median(workers_startup(pdfs[smallest], args.workers) for _ in range(args.runs))
     server.shutdown()
 
     def median_of(name: str) -> float:
@@ -363,10 +325,11 @@ def main() -> None:
 
     total_pages = sum(p for _, p, _, _ in rows)
     sizes = [m["overview chars"] for _, _, _, m in rows]
-    print(f"\n| measurement | median | ratio to baseline |\n|---|---|---|")
+    print("\n| measurement | median | ratio to baseline |\n|---|---|---|")
     print(f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
           f"{statistics.median(b for _, _, b, _ in rows):.2f} s ({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |")
-    for name in ("cold overview", "cold overview + first section", "cold full text"):
+    for name in ("cold overview", "cold overview + first section", "cold full text",
+                 f"cold full text, ARXIV_WORKERS={args.workers}"):
         split = "; ".join(f"{label}, {sum(k == kind for k in kinds.values())} papers: "
                           f"{ratio_of(name, lambda i, kind=kind: kinds[i] == kind):.2f}"
                           for label, kind in groups.items() if kind in kinds.values())
@@ -380,14 +343,10 @@ def main() -> None:
           f"largest {max(sizes):,.0f}; {sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ 4,000 | |")
     for name, seconds in ready.items():
         print(f"| server start to `tools/list` (`{name}`, SDK stdio client) | {seconds:.2f} s | |")
-    print(f"| peak RSS of the server's process tree, {largest} ({page_counts[largest]} pages) in full | "
-          f"{peak:.0f} MB | |")
-    alone, together, startup, parallel_peak, busy = (statistics.median(p[i] for p in parallel) for i in range(5))
-    print(f"| not adopted: {largest} converted by 2 warm worker processes (5-page chunks) vs in-process | "
-          f"{together:.2f} s vs {alone:.2f} s, + {startup:.1f} s worker start-up, peak {parallel_peak:.0f} MB | "
-          f"{together / alone:.2f} |")
-    print(f"| cores one in-process conversion of {largest} keeps busy (CPU s / wall s) | {busy:.2f} of "
-          f"{os.cpu_count()} | no split over {os.cpu_count()} cores can go below {busy / os.cpu_count():.2f} |")
+    for count, megabytes in peak.items():
+        print(f"| peak RSS of the server's process tree, {largest} ({page_counts[largest]} pages) in full, "
+              f"ARXIV_WORKERS={count} | {megabytes:.0f} MB | |")
+    print(f"| what starting {args.workers} workers adds to their first conversion ({smallest}) | {startup:.2f} s | |")
     print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
 
 

@@ -6,11 +6,12 @@ import asyncio
 import email.message
 import dataclasses
 import hashlib
-import http.client
 import io
+import multiprocessing
 import re
 import socket
 import threading
+import time
 import tomllib
 import urllib.error
 import urllib.parse
@@ -122,7 +123,7 @@ def convert_once():
     """pdf_to_markdown memoised for the session: real conversions, each done once."""
     real, memo = am.pdf_to_markdown, {}
 
-    def convert(data, *, max_pages=None, on_page=None, outline=None):
+    def convert(data, *, max_pages=None, on_page=None, outline=None, workers=None):
         key = (hashlib.sha256(data).hexdigest(), max_pages)
         if key not in memo:
             try:
@@ -573,6 +574,35 @@ def test_conversion_respects_the_page_cap(convert_once):
     assert (len(text.pages), text.page_count) == (2, 8)
 
 
+def test_worker_processes_convert_the_same_text_and_stop_when_idle(convert_once, capfd):
+    data = (DATA / "0908.0054v1.pdf").read_bytes()  # 4 pages: a range of 3, then 1
+    workers = am.ConversionWorkers(2, idle=0.5)
+    seen = []
+    text = PDF_TO_MARKDOWN(data, workers=workers, on_page=lambda so_far, total: seen.append((len(so_far.pages), total)))
+    assert text == convert_once(data, max_pages=30)  # byte for byte what the server's own conversion gives
+    assert seen == [(3, 4), (4, 4)]
+    assert capfd.readouterr().out == ""  # the workers' stdout is the protocol pipe
+    waited = time.monotonic()
+    while workers._executor is not None and time.monotonic() - waited < 10:
+        time.sleep(0.1)
+    assert workers._executor is None, "idle workers exit"
+
+
+def test_a_dead_worker_fails_one_conversion_transiently_and_the_next_starts_new_ones():
+    data = (DATA / "cond-mat_0406362v1.pdf").read_bytes()
+    workers = am.ConversionWorkers(1)
+    try:
+        assert len(PDF_TO_MARKDOWN(data, workers=workers).pages) == 2
+        for worker in multiprocessing.active_children():
+            worker.kill()
+        with pytest.raises(am.ArxivError, match="worker stopped") as failure:
+            PDF_TO_MARKDOWN(data, workers=workers)
+        assert failure.value.transient
+        assert len(PDF_TO_MARKDOWN(data, workers=workers).pages) == 2
+    finally:
+        workers.stop()
+
+
 # ---------------------------------------------------------------------------
 # Sections on real papers
 # ---------------------------------------------------------------------------
@@ -804,7 +834,7 @@ def paced_conversion(monkeypatch, convert_once):
     """Conversions that deliver one page each time ``step`` is set: the test sees a read mid-way."""
     step, delivered = threading.Semaphore(0), []
 
-    def convert(data, *, max_pages=None, on_page=None, outline=None):
+    def convert(data, *, max_pages=None, on_page=None, outline=None, workers=None):
         def paced(so_far, total):
             step.acquire(timeout=10)
             delivered.append(len(so_far.pages))
@@ -1451,7 +1481,8 @@ def check_exchange(seen):
     assert "## V Discussion" in seen["still alive"]
 
 
-def test_stdio_end_to_end_with_the_sdk_client(loopback_arxiv, tmp_path):
+@pytest.mark.parametrize("workers, progress_pages", [(0, list(range(1, 9))), (2, [3, 6, 8])])
+def test_stdio_end_to_end_with_the_sdk_client(workers, progress_pages, loopback_arxiv, tmp_path):
     import sys
 
     from mcp import ClientSession
@@ -1459,7 +1490,7 @@ def test_stdio_end_to_end_with_the_sdk_client(loopback_arxiv, tmp_path):
 
     work = tmp_path / "cwd"
     work.mkdir()
-    env = server_environment(loopback_arxiv, tmp_path)
+    env = {**server_environment(loopback_arxiv, tmp_path), "ARXIV_WORKERS": str(workers)}
     stray = []
 
     async def on_message(message):
@@ -1478,7 +1509,7 @@ def test_stdio_end_to_end_with_the_sdk_client(loopback_arxiv, tmp_path):
     check_exchange(seen)
     assert stray == []
     pages = [p for p in seen["progress"] if p[1] == 8]
-    assert [p[0] for p in pages] == list(range(1, 9)), seen["progress"]
+    assert [p[0] for p in pages] == progress_pages, seen["progress"]  # worker processes convert 3 pages at a time
     assert pages[-1][2] == "Converted page 8 of 8"
     # Nothing written to disk: not in the working directory, TMPDIR or HOME.
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "stderr.txt"]
