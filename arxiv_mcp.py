@@ -739,7 +739,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
     return text
 
 
-_WORKER_PAGES = 3  # pages per worker task: on the longest corpus paper 3 beat 5 and 15 (7.9 s, 8.7 s, 8.7 s)
+_WORKER_PAGES = 3  # most pages per worker task: on the longest corpus paper 3 beat 5 and 15 (7.9 s, 8.7 s, 8.7 s)
 _WORKER_IDLE = 60.0  # seconds without work before the workers exit and give their memory back
 
 
@@ -789,7 +789,9 @@ class ConversionWorkers:
         return self.count > 0
 
     def convert(self, data: bytes, pages: int) -> Iterator[list[str]]:
-        """The Markdown of the first ``pages`` pages, in ranges, in order."""
+        """The Markdown of the first ``pages`` pages, in ranges, in order.  Short
+        papers get shorter ranges, so that every worker has some."""
+        size = max(1, min(_WORKER_PAGES, pages // (2 * self.count)))
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
@@ -798,8 +800,8 @@ class ConversionWorkers:
                                                      initializer=_init_worker)
             executor, self._busy = self._executor, self._busy + 1
         try:
-            tasks = [executor.submit(_convert_pages, data, range(start, min(start + _WORKER_PAGES, pages)))
-                     for start in range(0, pages, _WORKER_PAGES)]
+            tasks = [executor.submit(_convert_pages, data, range(start, min(start + size, pages)))
+                     for start in range(0, pages, size)]
             for task in tasks:
                 yield task.result()
         except BrokenProcessPool:

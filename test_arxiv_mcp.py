@@ -575,12 +575,12 @@ def test_conversion_respects_the_page_cap(convert_once):
 
 
 def test_worker_processes_convert_the_same_text_and_stop_when_idle(convert_once, capfd):
-    data = (DATA / "0908.0054v1.pdf").read_bytes()  # 4 pages: a range of 3, then 1
+    data = (DATA / "1111.2011v2.pdf").read_bytes()  # 8 pages: 4 ranges of 2 for 2 workers
     workers = am.ConversionWorkers(2, idle=0.5)
     seen = []
     text = PDF_TO_MARKDOWN(data, workers=workers, on_page=lambda so_far, total: seen.append((len(so_far.pages), total)))
     assert text == convert_once(data, max_pages=30)  # byte for byte what the server's own conversion gives
-    assert seen == [(3, 4), (4, 4)]
+    assert seen == [(2, 8), (4, 8), (6, 8), (8, 8)]
     assert capfd.readouterr().out == ""  # the workers' stdout is the protocol pipe
     waited = time.monotonic()
     while workers._executor is not None and time.monotonic() - waited < 10:
@@ -1481,7 +1481,7 @@ def check_exchange(seen):
     assert "## V Discussion" in seen["still alive"]
 
 
-@pytest.mark.parametrize("workers, progress_pages", [(0, list(range(1, 9))), (2, [3, 6, 8])])
+@pytest.mark.parametrize("workers, progress_pages", [(0, list(range(1, 9))), (2, [2, 4, 6, 8])])
 def test_stdio_end_to_end_with_the_sdk_client(workers, progress_pages, loopback_arxiv, tmp_path):
     import sys
 
@@ -1509,7 +1509,7 @@ def test_stdio_end_to_end_with_the_sdk_client(workers, progress_pages, loopback_
     check_exchange(seen)
     assert stray == []
     pages = [p for p in seen["progress"] if p[1] == 8]
-    assert [p[0] for p in pages] == progress_pages, seen["progress"]  # worker processes convert 3 pages at a time
+    assert [p[0] for p in pages] == progress_pages, seen["progress"]  # workers convert ranges of pages
     assert pages[-1][2] == "Converted page 8 of 8"
     # Nothing written to disk: not in the working directory, TMPDIR or HOME.
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "stderr.txt"]
