@@ -1272,15 +1272,20 @@ def _page_lines(page: "pymupdf.Page") -> list[_TextLine]:
     lines = [_text_line(line["spans"], line["bbox"])
              for block in page.get_text("dict", flags=0)["blocks"] for line in block.get("lines", ())
              if any(span["text"].strip() for span in line["spans"])]
+    rows: dict[int, list[_TextLine]] = {}  # by baseline: a page of table cells stays fast
+    for line in lines:
+        rows.setdefault(round(line.y0), []).append(line)
+    joined: set[_TextLine] = set()
     for number in [line for line in lines if _LONE_NUMBER.fullmatch(line.text)]:
-        beside = [line for line in lines
-                  if line is not number and abs(line.y0 - number.y0) < 3 and 0 <= line.x0 - number.x1 < 40]
-        if number in lines and beside:
+        beside = [line for row in range(round(number.y0) - 3, round(number.y0) + 4) for line in rows.get(row, ())
+                  if line is not number and line not in joined and number not in joined
+                  and abs(line.y0 - number.y0) < 3 and 0 <= line.x0 - number.x1 < 40]
+        if beside:
             title = min(beside, key=lambda line: line.x0)
-            lines.remove(title)
+            joined.add(title)
             number.text, number.x1 = f"{number.text} {title.text}", title.x1
             number.bold, number.italic = title.bold, title.italic
-    return lines
+    return [line for line in lines if line not in joined]
 
 
 def _continues(heading: _TextLine, line: _TextLine) -> bool:

@@ -692,6 +692,26 @@ def test_font_outlines_of_papers_without_bookmarks(arxiv_id):
     assert [title for _, title, _ in am.pdf_outline(path.read_bytes())] == FONT_OUTLINES[arxiv_id]
 
 
+def test_font_outline_of_a_synthetic_paper():
+    """Bold headings, one number set apart from its title, a running header, a table of bold numbers."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for number, title in [("1.", "Introduction"), ("2.", "Methods and Data"), ("3.", "Results")]:
+        page = doc.new_page()
+        page.insert_text((72, 40), "Journal of Synthetic Results", fontname="hebo", fontsize=10)  # running header
+        page.insert_text((72, 100), number, fontname="hebo", fontsize=12)
+        page.insert_text((90, 100), title, fontname="hebo", fontsize=12)  # same baseline, apart from its number
+        for row in range(20):
+            page.insert_text((72, 130 + 14 * row), "Body text of the section, in a regular font. " * 2,
+                             fontname="helv", fontsize=10)
+        for row in range(20):  # a table of bold numbers
+            for column in range(8):
+                page.insert_text((72 + 60 * column, 430 + 14 * row), f"{row}.{column}", fontname="hebo", fontsize=9)
+    assert am.pdf_outline(doc.tobytes()) == ((1, "1 Introduction", 1), (1, "2 Methods and Data", 2),
+                                             (1, "3 Results", 3))
+
+
 def test_numbering_checks_the_parents_of_dotted_numbers():
     numbering = am._Numbering()
     placed = [numbering.place(number) for number in ["1", "2", "2.1", "24.4", "2.2", "3.1", "0.5", "3.2", "3"]]
