@@ -83,7 +83,7 @@ class Settings:
     max_pdf_mb: float = 50.0  # ARXIV_MAX_PDF_MB: largest PDF downloaded
     cache_papers: int = 16  # ARXIV_CACHE_PAPERS: converted papers kept in memory
     cache_mb: float = 200.0  # ARXIV_CACHE_MB: memory budget of that cache
-    workers: int = 0  # ARXIV_WORKERS: processes converting pages in parallel; 0 converts in the server's
+    workers: int = 0  # ARXIV_WORKERS: processes converting pages in parallel; 0: in the server process
 
     @property
     def max_pdf_bytes(self) -> int:
@@ -2010,8 +2010,9 @@ class PaperLibrary:
     A cold read starts the PDF download first and converts it while the rate
     limiter holds the metadata request back, so the limiter's gap does not add
     to the latency.  Concurrent reads of one paper share one download and one
-    conversion.  The cache is bounded by count and by bytes of Markdown; the
-    least recently used paper goes first.
+    conversion, in this process or in ``workers`` (``ARXIV_WORKERS``).  The
+    cache is bounded by count and by bytes of Markdown; the least recently
+    used paper goes first.
     """
 
     def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None,
