@@ -712,6 +712,18 @@ def test_font_outline_of_a_synthetic_paper():
                                              (1, "3 Results", 3))
 
 
+def test_a_failing_font_pass_costs_only_the_early_overview(env, monkeypatch):
+    env.pdfs["1111.2011v2"] = (DATA / "2203.00274v2.pdf").read_bytes()  # no bookmarks
+
+    def broken(doc, pages):
+        raise ValueError("a text layer the font pass cannot read")
+
+    monkeypatch.setattr(am, "_font_outline", broken)
+    assert am.pdf_outline(env.pdfs["1111.2011v2"]) == ()
+    overview = call(paper="1111.2011v2")  # waits for the conversion: its headings give the sections
+    assert "- **1 Introduction**" in overview and "**Error:**" not in overview
+
+
 def test_numbering_checks_the_parents_of_dotted_numbers():
     numbering = am._Numbering()
     placed = [numbering.place(number) for number in ["1", "2", "2.1", "24.4", "2.2", "3.1", "0.5", "3.2", "3"]]
