@@ -1278,8 +1278,10 @@ def _page_lines(page: "pymupdf.Page") -> list[_TextLine]:
         rows.setdefault(round(line.y0), []).append(line)
     joined: set[_TextLine] = set()
     for number in [line for line in lines if _LONE_NUMBER.fullmatch(line.text)]:
+        if number in joined:
+            continue
         beside = [line for row in range(round(number.y0) - 3, round(number.y0) + 4) for line in rows.get(row, ())
-                  if line is not number and line not in joined and number not in joined
+                  if line is not number and line not in joined
                   and abs(line.y0 - number.y0) < 3 and 0 <= line.x0 - number.x1 < 40]
         if beside:
             title = min(beside, key=lambda line: line.x0)
