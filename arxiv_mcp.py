@@ -674,6 +674,11 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
     return doc
 
 
+def _pages_to_read(doc: "pymupdf.Document", max_pages: int | None) -> int:
+    """The pages of ``doc`` to read: ``max_pages`` (default ``SETTINGS.max_pages``), at least one."""
+    return min(doc.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
+
+
 def _outline(doc: "pymupdf.Document") -> Outline:
     """The PDF's bookmarks: (level, title, page number from 1)."""
     return tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
@@ -705,7 +710,6 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
     disk or stdout: what pymupdf4llm prints goes to stderr while it converts
     (``contextlib.redirect_stdout``, which acts on the whole process).
     """
-    max_pages = SETTINGS.max_pages if max_pages is None else max_pages
     pages: list[str] = []
 
     def add(converted: list[str]) -> None:
@@ -717,7 +721,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
         with _PDF_LOCK:
             doc = _open_pdf(data)
             try:
-                total = min(doc.page_count, max(1, max_pages))
+                total = _pages_to_read(doc, max_pages)
                 outline = _structure(doc, total) if outline is None else tuple(outline)
                 page_count = doc.page_count
                 if not workers:
@@ -1368,11 +1372,10 @@ def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
     """The paper's structure as outline entries, in milliseconds: its bookmarks,
     or the headings of its first ``max_pages`` pages found by their fonts.
     Raises ArxivError for PDFs that cannot be opened."""
-    max_pages = SETTINGS.max_pages if max_pages is None else max_pages
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
-            return _structure(doc, min(doc.page_count, max(1, max_pages)))
+            return _structure(doc, _pages_to_read(doc, max_pages))
         finally:
             doc.close()
 
@@ -1406,7 +1409,7 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
         lines.pop(0)
     plain = " ".join(_plain(line) for line in lines
                      if line.strip() and not line.lstrip().startswith(("#", "|", "<", "!", ">")))
-    plain = re.sub(r"\s+([,.;:])", r"\1", plain.replace("-\n", ""))
+    plain = re.sub(r"\s+([,.;:])", r"\1", plain)
     m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
     sentence = m[1] if m and len(m[1]) <= limit else plain
     if len(sentence) > limit:
@@ -1442,11 +1445,10 @@ def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None 
     approximate the converted text's (whose reading order can differ).  Raises
     ArxivError for PDFs that cannot be opened.
     """
-    max_pages = SETTINGS.max_pages if max_pages is None else max_pages
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
-            pages = min(doc.page_count, max(1, max_pages))
+            pages = _pages_to_read(doc, max_pages)
             bookmarks = _bookmarks(_structure(doc, pages) if outline is None else outline)
             if len(bookmarks) < _MIN_OUTLINE_ENTRIES:
                 return None
@@ -1975,7 +1977,7 @@ class Reading:
     text: PaperText | None
     text_error: str | None = None
     transient: bool = False  # the text is missing for a reason that may pass: read again later
-    overview: Overview | None = None  # with the text, or before it from the PDF's outline
+    overview: Overview | None = None  # with the text, or before it from the PDF's structure (``skim_pdf``)
 
     @property
     def size(self) -> int:
@@ -1995,7 +1997,7 @@ class _Flight:
     # What is known before the read ends: enough for an overview or a first section, or for a call past
     # its deadline.
     paper: Paper | None = None
-    overview: Overview | None = None  # from the PDF's outline
+    overview: Overview | None = None  # from the PDF's structure, before the conversion
     converted: PdfText | None = None  # the pages converted so far
 
     def publish(self, **known: Any) -> None:
