@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import http.client
 import inspect
+import itertools
 import logging
 import math
 import multiprocessing
@@ -497,20 +498,20 @@ class Feed:
     papers: tuple[Paper, ...]
 
 
-def _clean(text: str | None) -> str:
-    """Collapse the hard wrapping and indentation of Atom text."""
+def _collapse_space(text: str | None) -> str:
+    """Text on one line: collapses the hard wrapping and indentation of Atom text (and of bookmark titles)."""
     return " ".join((text or "").split())
 
 
 def _parse_entry(entry: ET.Element) -> Paper:
     def text(tag: str) -> str:
-        return _clean(entry.findtext(tag))
+        return _collapse_space(entry.findtext(tag))
 
     entry_id = text(f"{_ATOM}id")
     arxiv_id = parse_arxiv_id(entry_id) or entry_id.rsplit("/abs/", 1)[-1]
     authors = tuple(
-        Author(_clean(a.findtext(f"{_ATOM}name")),
-               tuple(_clean(x.text) for x in a.findall(f"{_ARXIV}affiliation") if _clean(x.text)))
+        Author(_collapse_space(a.findtext(f"{_ATOM}name")),
+               tuple(_collapse_space(x.text) for x in a.findall(f"{_ARXIV}affiliation") if _collapse_space(x.text)))
         for a in entry.findall(f"{_ATOM}author")
     )
     categories = tuple(c.get("term", "") for c in entry.findall(f"{_ATOM}category") if c.get("term"))
@@ -526,7 +527,7 @@ def _parse_entry(entry: ET.Element) -> Paper:
         categories=categories,
         comment=text(f"{_ARXIV}comment"),
         journal_ref=text(f"{_ARXIV}journal_ref"),
-        dois=tuple(d for d in (_clean(x.text) for x in entry.findall(f"{_ARXIV}doi")) for d in d.split()),
+        dois=tuple(d for d in (_collapse_space(x.text) for x in entry.findall(f"{_ARXIV}doi")) for d in d.split()),
     )
 
 
@@ -551,10 +552,11 @@ def parse_feed(data: bytes) -> Feed:
     entries = root.findall(f"{_ATOM}entry")
     for entry in entries:
         if "/api/errors" in (entry.findtext(f"{_ATOM}id") or ""):
-            raise QueryRejected(f"The arXiv API rejected the request: {_clean(entry.findtext(f'{_ATOM}summary'))}.")
+            summary = _collapse_space(entry.findtext(f"{_ATOM}summary"))
+            raise QueryRejected(f"The arXiv API rejected the request: {summary}.")
 
     def number(tag: str) -> int:
-        value = _clean(root.findtext(f"{_OPENSEARCH}{tag}"))
+        value = _collapse_space(root.findtext(f"{_OPENSEARCH}{tag}"))
         return int(value) if value.isascii() and value.isdigit() else 0
 
     papers = tuple(_parse_entry(e) for e in entries)
@@ -640,16 +642,13 @@ def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Setting
     return response.body
 
 
-Outline = tuple[tuple[int, str, int], ...]  # (level from 1, title, page number from 1), like PDF bookmarks
-
-
 @dataclass(frozen=True)
 class PdfText:
     """A PDF converted to Markdown, one string per converted page."""
 
     pages: tuple[str, ...]
     page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
-    outline: Outline  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
+    outline: "Outline"  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
 
     @property
     def markdown(self) -> str:
@@ -679,11 +678,6 @@ def _pages_to_read(doc: "pymupdf.Document", max_pages: int | None) -> int:
     return min(doc.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
 
 
-def _outline(doc: "pymupdf.Document") -> Outline:
-    """The PDF's bookmarks: (level, title, page number from 1)."""
-    return tuple((level, _clean(title), page) for level, title, page, *_ in doc.get_toc())
-
-
 def _page_markdown(doc: "pymupdf.Document", number: int) -> str:
     """One page in Markdown (pymupdf4llm's layout mode, no OCR, no page footer)."""
     import pymupdf4llm
@@ -695,7 +689,7 @@ def _page_markdown(doc: "pymupdf.Document", number: int) -> str:
 
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
                     on_page: Callable[["PdfText", int], None] | None = None,
-                    outline: Outline | None = None, workers: "ConversionWorkers | None" = None) -> PdfText:
+                    outline: "Outline | None" = None, workers: "ConversionWorkers | None" = None) -> PdfText:
     """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
 
     Converts at most ``max_pages`` pages (default: ``SETTINGS.max_pages``),
@@ -722,7 +716,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
             doc = _open_pdf(data)
             try:
                 total = _pages_to_read(doc, max_pages)
-                outline = _structure(doc, total) if outline is None else tuple(outline)
+                outline = _paper_outline(doc, total) if outline is None else tuple(outline)
                 page_count = doc.page_count
                 if not workers:
                     for number in range(total):
@@ -833,45 +827,83 @@ class ConversionWorkers:
 
 
 # ---------------------------------------------------------------------------
-# Sections: finding a paper's headings in its Markdown
+# Sections: one record for a heading, the names and numbers of real ones, and finding them in a text
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Section:
-    """One heading of the paper and where its text lies in the Markdown."""
+    """One heading of a paper: the one record from its detection to the answer.
 
-    number: str  # as printed: "3.2", "IV.A", "A.1"; "" for unnumbered ones
+    In an outline (``pdf_outline``) a Section has its page.  Placed in a text
+    (``find_sections``), it also has the span of its text there: from its
+    heading line to where the next section of the same or a higher level
+    starts (``_with_ends``).
+    """
+
+    number: str  # as printed, qualified by its parent's: "3.2", "IV.A", "A.1"; "" for unnumbered ones
     title: str
     level: int  # 1 for sections, 2 for subsections, ...
-    start: int  # offset of the heading line in the Markdown
-    end: int  # offset where the next heading of the same or a higher level begins
+    page: int = 0  # the page its heading is on, from 1 as printed; 0 when unknown
+    start: int = 0  # offset of its heading line in the text it was placed in
+    end: int = 0  # offset where its text (subsections included) ends there
 
     @property
     def label(self) -> str:
         return f"{self.number} {self.title}".strip()
 
+    @property
+    def chars(self) -> int:
+        """The size of its text, subsections included."""
+        return self.end - self.start
 
-# Unnumbered headings that real papers use for sections.
-_NAMED_SECTIONS = re.compile(
-    r"(abstract|introduction|background|related work|preliminaries|methods?|results|discussion|"
-    r"conclusions?|summary|summary and discussion|conclusions? and (outlook|future work)|outlook|limitations|"
-    r"acknowled?gments?|acknowled?gements?|references|bibliography|appendix|appendices|"
-    r"supplementary (materials?|information)|data availability|code availability|"
-    r"author contributions|broader impacts?|ethics statement|funding)",
-    re.I,
-)
+
+Outline = tuple[Section, ...]  # a paper's structure before its text is placed: Sections with their pages
+
+# The one table of section names: each role's names, matched as whole titles in any case.
+#   front       before the body; the abstract is the overview's, never a section
+#   body        sections of unnumbered papers; once sections are numbered, an unnumbered "Results" is a
+#               table header or a run-in heading, not a section
+#   matter      unnumbered sections that numbered papers have too
+#   back        back matter that outlines often leave out and the text has
+#   references  the reference list, which is back matter too and may have no heading at all
+_SECTION_NAMES = {
+    "front": r"abstract",
+    "body": r"introduction|background|related work|preliminaries|methods?|results|discussion|conclusions?|summary|"
+            r"summary and discussion|conclusions? and (?:outlook|future work)|outlook",
+    "matter": r"limitations|appendix|appendices|supplementary (?:materials?|information)|data availability|"
+              r"code availability|author contributions|broader impacts?|ethics statement|funding",
+    "back": r"acknowled?ge?ments?",
+    "references": r"references|bibliography",
+}
+_SECTION_NAME = re.compile("|".join(f"(?P<{role}>{names})" for role, names in _SECTION_NAMES.items()), re.I)
+_UNNUMBERED_ROLES = ("matter", "back", "references")  # names that stay sections after numbered ones
+_BACK_ROLES = ("back", "references")
+_APPENDIX = re.compile(r"appendix\b|appendices\b", re.I)  # a heading that opens the appendices: "Appendix A: Proofs"
+
 _ROMAN = re.compile(r"(?=[IVXLC])M*(C[MD]|D?C{0,3})(X[CL]|L?X{0,3})(I[XV]|V?I{0,3})")
 _NUMBERED = re.compile(
     r"(?:appendix\s+)?(?P<number>[0-9]+(?:\.[0-9]+)*|[IVXLC]+(?:\.[A-Z0-9]+)*|[A-Z](?:\.[0-9]+)*)"
     r"(?:\.|:|\s)\s*(?P<title>\S.*)",
     re.I,
 )
+_PRINTED_NUMBER = re.compile(r"[0-9IVXLC]+\.?|[A-Z]\.")  # a section number printed on a line of its own
 _MAX_HEADING_CHARS = 120
 _MAX_HEADING_WORDS = 16
+_MIN_OUTLINE_ENTRIES = 3  # a shorter outline (say, Acknowledgments and References) is not the paper's structure
+# Matching a line to an outline entry:
+_MIN_TITLE_KEY = 3  # letters a title needs to match without its number ("A" alone would match anything)
+_MIN_PREFIX_KEY = 8  # letters a marked line must share with an entry to match as a prefix (a cut-off heading)
+_SHORT_LINE = 80  # characters: a line this short may be a heading that goes on on the next line
 
 
-def _plain(markdown_line: str) -> str:
+def _name_role(title: str) -> str | None:
+    """The role (a key of ``_SECTION_NAMES``) of a section called ``title``, or None for other titles."""
+    m = _SECTION_NAME.fullmatch(" ".join(title.split()))
+    return m.lastgroup if m else None
+
+
+def _strip_markup(markdown_line: str) -> str:
     """A Markdown line's text without heading marks, emphasis and <sup> markup."""
     text = re.sub(r"^#+\s*", "", markdown_line.strip())
     text = re.sub(r"<sup>.*?</sup>", "", text)
@@ -880,7 +912,7 @@ def _plain(markdown_line: str) -> str:
     return " ".join(text.split())
 
 
-def _key(text: str) -> str:
+def _match_key(text: str) -> str:
     """Letters and digits only, lower case: how headings are compared."""
     text = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in text.lower() if ch.isalnum())
@@ -889,7 +921,7 @@ def _key(text: str) -> str:
 def _split_number(heading: str) -> tuple[str, str]:
     """``'IV. DILUTE GAS'`` -> ``('IV', 'DILUTE GAS')``; no number gives ``('', heading)``."""
     heading = heading.strip()
-    if _NAMED_SECTIONS.fullmatch(heading):
+    if _name_role(heading):
         return "", heading
     m = _NUMBERED.fullmatch(heading)
     if not m:
@@ -908,38 +940,6 @@ def _looks_like_heading(text: str) -> bool:
     return (0 < len(text) <= _MAX_HEADING_CHARS and len(text.split()) <= _MAX_HEADING_WORDS
             and not text.endswith((",", ";", "."))
             and not re.search(r"\b(et al|we|our|is|are|was|were)\b", text, re.I))
-
-
-@dataclass(frozen=True)
-class _Line:
-    offset: int
-    text: str  # plain text
-    marked: bool  # a Markdown heading or a line in bold only
-
-
-def _candidate_lines(markdown: str) -> list[_Line]:
-    """Lines that could be headings: outside picture text and tables, and not running page headers."""
-    lines, offset, in_picture = [], 0, False
-    for raw in markdown.splitlines(keepends=True):
-        stripped = raw.strip()
-        if stripped.startswith("<!-- Start of picture text"):
-            in_picture = "End of picture text -->" not in stripped  # the block may end on the same line
-        elif "End of picture text -->" in stripped:
-            in_picture = False
-        elif not in_picture and stripped and not stripped.startswith(("|", ">", "!", "<", "```")):
-            plain = _plain(stripped)
-            marked = stripped.startswith("#") or bool(re.fullmatch(r"\*\*[^*]+\*\*(\s*_?[^*]{0,12}_?\s*\*\*[^*]+\*\*)*",
-                                                                   stripped))
-            if plain and len(plain) <= 2 * _MAX_HEADING_CHARS:
-                lines.append(_Line(offset, plain, marked))
-        offset += len(raw)
-    return _without_running_heads(lines)
-
-
-def _without_running_heads(lines: list[_Line]) -> list[_Line]:
-    """``lines`` without running page headers: the same text on three or more pages."""
-    repeats = Counter(_key(line.text) for line in lines)
-    return [line for line in lines if repeats[_key(line.text)] < 3 or _NAMED_SECTIONS.fullmatch(line.text)]
 
 
 def _to_roman(value: int) -> str:
@@ -969,6 +969,9 @@ class _Numbering:
     before it at its level (allowing a missed heading or two), which rejects
     stray numbered lines.
     """
+
+    _MAX_STEP = 3  # a number may skip two missed headings; a larger jump is a stray numbered line
+    _MAX_FIRST = 3  # the first number of a level: a list starting at 4 is no section numbering
 
     def __init__(self) -> None:
         self.styles: list[str] = []
@@ -1006,9 +1009,9 @@ class _Numbering:
                 style, value = "roman", _roman_value(head)
             level = (self.styles.index(style) if style in self.styles else len(self.styles)) + 1
         previous = self.last.get(level)
-        if previous is not None and not previous < value <= previous + 3:
+        if previous is not None and not previous < value <= previous + self._MAX_STEP:
             return None
-        if previous is None and value > 3 and len(parts) == 1:
+        if previous is None and value > self._MAX_FIRST and len(parts) == 1:
             return None
         if len(parts) == 1:
             if style not in self.styles:
@@ -1021,118 +1024,160 @@ class _Numbering:
         return level
 
 
-_MIN_OUTLINE_ENTRIES = 3  # a shorter outline (say, Acknowledgments and References) is not the paper's structure
+@dataclass(frozen=True)
+class _Line:
+    offset: int
+    text: str  # plain text
+    marked: bool  # set apart as a heading: a Markdown heading, a line in bold only, or a heading's font
 
 
 @dataclass(frozen=True)
-class _Bookmark:
-    level: int  # from 1
-    number: str
-    title: str
-    page: int  # 0-based; -1 when the bookmark names no page
+class _Text:
+    """A text to find sections in (converted Markdown or the raw text layer) and its candidate heading lines."""
+
+    text: str
+    lines: list[_Line]
+    page_starts: Sequence[int] = ()  # the offset where each page begins; () when unknown
+
+    def page_of(self, offset: int) -> int:
+        """The page (from 1) that ``offset`` is on; 0 when pages are unknown."""
+        return bisect.bisect_right(self.page_starts, offset)
 
 
-def _bookmarks(outline: Sequence[tuple[int, str, int]]) -> list[_Bookmark]:
-    """The outline's section bookmarks: without the paper-title bookmark (a single
-    top-level one before all others) and Abstract, levels counted from 1."""
-    entries = [(level, title, page) for level, title, page in outline if title and _key(title) != "abstract"]
-    if not entries:
-        return []
-    top = min(level for level, _, _ in entries)
-    if entries[0][0] == top and all(level > top for level, _, _ in entries[1:]) and len(entries) > 1:
-        entries = entries[1:]
-        top = min(level for level, _, _ in entries)
-    marks = [_Bookmark(level - top + 1, *_split_number(title), page - 1) for level, title, page in entries]
-    # Qualified in outline order ("C" under "III" is "III.C"): the text's reading order can differ.
-    qualified = _qualified([(0, mark.number, mark.title, mark.level) for mark in marks])
-    return [dataclasses.replace(mark, number=number) for mark, (_, number, _, _) in zip(marks, qualified)]
+def _candidate_lines(markdown: str) -> list[_Line]:
+    """Lines that could be headings: outside picture text and tables, and not running page headers."""
+    lines, offset, in_picture = [], 0, False
+    for raw in markdown.splitlines(keepends=True):
+        stripped = raw.strip()
+        if stripped.startswith("<!-- Start of picture text"):
+            in_picture = "End of picture text -->" not in stripped  # the block may end on the same line
+        elif "End of picture text -->" in stripped:
+            in_picture = False
+        elif not in_picture and stripped and not stripped.startswith(("|", ">", "!", "<", "```")):
+            plain = _strip_markup(stripped)
+            marked = stripped.startswith("#") or bool(re.fullmatch(r"\*\*[^*]+\*\*(\s*_?[^*]{0,12}_?\s*\*\*[^*]+\*\*)*",
+                                                                   stripped))
+            if plain and len(plain) <= 2 * _MAX_HEADING_CHARS:
+                lines.append(_Line(offset, plain, marked))
+        offset += len(raw)
+    return _without_running_heads(lines)
 
 
-def _matches(line: _Line, bookmark: _Bookmark) -> bool:
-    """Whether ``line`` is the heading a bookmark points to (printed with or without its number)."""
-    want, want_name = _key(f"{bookmark.number} {bookmark.title}"), _key(bookmark.title)
-    have = _key(line.text)
+_RUNNING_HEAD_REPEATS = 3  # a line that recurs this often is a running header: a heading is printed once
+
+
+def _without_running_heads(lines: list[_Line]) -> list[_Line]:
+    """``lines`` without running page headers: text that recurs three times or more, unless it names a section."""
+    repeats = Counter(_match_key(line.text) for line in lines)
+    return [line for line in lines
+            if repeats[_match_key(line.text)] < _RUNNING_HEAD_REPEATS or _name_role(line.text)]
+
+
+def _matches(line: _Line, entry: Section) -> bool:
+    """Whether ``line`` is the heading of an outline entry (printed with or without its number)."""
+    want, want_name = _match_key(entry.label), _match_key(entry.title)
+    have = _match_key(line.text)
     return (have == want or have == want_name
-            or (len(want_name) >= 3 and _key(_split_number(line.text)[1]) == want_name)
-            or (line.marked and len(have) >= 8 and (want.startswith(have) or have.startswith(want))))
+            or (len(want_name) >= _MIN_TITLE_KEY and _match_key(_split_number(line.text)[1]) == want_name)
+            or (line.marked and len(have) >= _MIN_PREFIX_KEY and (want.startswith(have) or have.startswith(want))))
 
 
-def _heading_line(lines: list[_Line], bookmark: _Bookmark, where: range, used: set[int]) -> tuple[int | None, str]:
-    """The first line in ``where`` (not ``used``) that is the bookmark's heading,
+def _heading_line(lines: list[_Line], entry: Section, where: range, used: set[int]) -> tuple[int | None, str]:
+    """The first line in ``where`` (not ``used``) that is the entry's heading,
     alone or joined to the line after it (raw text breaks headings): (index, heading text)."""
     for i in where:
         if i in used:
             continue
         candidates = [lines[i]]
-        if i + 1 < len(lines) and len(lines[i].text) < 80:
+        if i + 1 < len(lines) and len(lines[i].text) < _SHORT_LINE:
             candidates.append(dataclasses.replace(lines[i], text=f"{lines[i].text} {lines[i + 1].text}"))
-        if heading := next((line.text for line in candidates if _matches(line, bookmark)), ""):
+        if heading := next((line.text for line in candidates if _matches(line, entry)), ""):
             return i, heading
     return None, ""
 
 
-def _sections_from_outline(bookmarks: Sequence[_Bookmark], text: str, lines: list[_Line],
-                           page_starts: Sequence[int]) -> list[tuple[int, str, str, int]]:
-    """Place the bookmarks in ``text`` (Markdown or raw text, split in
-    ``lines``): (offset, number, title, level) in reading order.
+def _qualified(found: Sequence[Section]) -> list[Section]:
+    """Prefix a subsection's one-part number with its parent's (``A`` under ``II`` is ``II.A``), in the order given."""
+    parents: dict[int, str] = {}
+    result = []
+    for section in found:
+        number, level = section.number, section.level
+        parent = parents.get(level - 1, "")
+        if number and parent and "." not in number and level > 1:
+            number = f"{parent}.{number}"
+        parents = {k: v for k, v in parents.items() if k < level}
+        parents[level] = number
+        result.append(dataclasses.replace(section, number=number))
+    return result
 
-    A bookmark starts at its heading line, searched from the top of its page
+
+def _placed(outline: Outline, source: _Text) -> list[Section]:
+    """Place an outline's sections in ``source``: sections with their starts, in reading order.
+
+    A section starts at its heading line, searched from the top of its page
     (the converter's reading order can put a heading after the next one's),
-    then back to the heading of the bookmark ahead of it; else at the top of
-    its page and never before the bookmark ahead of it.  A References bookmark without a
-    heading starts at the first item of the reference list.  Bookmarks past the
-    converted pages are left out; without ``page_starts``, so are those whose
-    heading is not found.  Outlines often leave out the back matter: an
-    Acknowledgments, References or Bibliography heading in the text is added.
+    then back to the heading of the section ahead of it; else at the top of
+    its page and never before the section ahead of it.  A References entry
+    without a heading starts at the first item of the reference list.
+    Entries past the text's pages are left out; without page starts, so are
+    those whose heading is not found.  An entry without a number takes the
+    one printed with its heading, and numbers are qualified in outline order
+    (the reading order can differ).  Outlines often leave out the back
+    matter: an Acknowledgments, References or Bibliography heading in the
+    text is added.
     """
-    found, position, used = [], 0, set()
+    lines, page_starts = source.lines, source.page_starts
     line_offsets = [line.offset for line in lines]
-    for bookmark in bookmarks:
-        if page_starts and bookmark.page >= len(page_starts):
+    found: list[Section] = []
+    position, used = 0, set()
+    for entry in outline:
+        if page_starts and entry.page > len(page_starts):
             break
         on_page = position
-        if page_starts and bookmark.page >= 0:
-            on_page = bisect.bisect_left(line_offsets, page_starts[bookmark.page])
-        # A bookmark that names a wrong page is still found after the bookmark ahead of it.
-        index, heading = _heading_line(lines, bookmark, range(on_page, len(lines)), used)
+        if page_starts and entry.page >= 1:
+            on_page = bisect.bisect_left(line_offsets, page_starts[entry.page - 1])
+        # An entry that names a wrong page is still found after the entry ahead of it.
+        index, heading = _heading_line(lines, entry, range(on_page, len(lines)), used)
         if index is None and position < on_page:
-            index, heading = _heading_line(lines, bookmark, range(position, on_page), used)
-        number = bookmark.number
+            index, heading = _heading_line(lines, entry, range(position, on_page), used)
+        number = entry.number
         if index is not None:
             offset, position = lines[index].offset, index + 1
             used.add(index)
             # Bookmarks often omit the number that the page prints, on the line or just before it.  Back
             # matter has none: a number there is the page's.
-            if not number and not _BACK_MATTER.fullmatch(bookmark.title):
+            if not number and _name_role(entry.title) not in _BACK_ROLES:
                 number = _split_number(heading)[0]
-                if not number and index > 0 and re.fullmatch(r"[0-9IVXLC]+\.?|[A-Z]\.", lines[index - 1].text):
+                if not number and index > 0 and _PRINTED_NUMBER.fullmatch(lines[index - 1].text):
                     number = lines[index - 1].text.rstrip(".")
         elif not page_starts:
             continue
         else:
-            page_start = page_starts[max(0, bookmark.page)]
-            if _key(bookmark.title) in _REFERENCE_TITLES and (start := _reference_start(text, page_start)):
-                found.append((start, number, bookmark.title, bookmark.level))
-                continue
-            offset = max(page_start, found[-1][0]) if found else page_start
-        found.append((offset, number, bookmark.title, bookmark.level))
-    titles = {_key(title) for _, _, title, _ in found}
+            page_start = page_starts[max(1, entry.page) - 1]
+            offset = _reference_start(source.text, page_start) if _name_role(entry.title) == "references" else None
+            if offset is None:
+                offset = max(page_start, found[-1].start) if found else page_start
+        found.append(dataclasses.replace(entry, number=number, page=source.page_of(offset) or entry.page,
+                                         start=offset))
+    titles = {_match_key(section.title) for section in found}
     for line in lines:
-        if line.marked and _BACK_MATTER.fullmatch(line.text) and _key(line.text) not in titles:
-            found.append((line.offset, "", line.text, 1))
-            titles.add(_key(line.text))
-    return sorted(found, key=lambda entry: entry[0])
+        if line.marked and _name_role(line.text) in _BACK_ROLES and _match_key(line.text) not in titles:
+            found.append(Section("", line.text, 1, source.page_of(line.offset), line.offset))
+            titles.add(_match_key(line.text))
+    return sorted(_qualified(found), key=lambda section: section.start)
 
 
-def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[int, str, str, int]]:
-    """Pick real section headings among the marked lines, when the PDF has no outline."""
-    numbering, found, title_key = _Numbering(), [], _key(paper_title)
-    for line in lines:
-        if not line.marked or _key(line.text) == title_key or not _looks_like_heading(line.text):
+def _detected(source: _Text, paper_title: str) -> list[Section]:
+    """Pick real section headings among the marked lines, when there is no outline: numbered
+    ones with a plausible numbering, and well-known names (``_SECTION_NAMES``)."""
+    numbering, found, title_key = _Numbering(), [], _match_key(paper_title)
+    for line in source.lines:
+        if not line.marked or _match_key(line.text) == title_key or not _looks_like_heading(line.text):
             continue
-        is_appendix = re.match(r"appendix\b|appendices\b", line.text, re.I)
+        is_appendix = _APPENDIX.match(line.text)
         number, title = _split_number(line.text)
-        if is_appendix or _key(title) in ("references", "bibliography"):
+        role = _name_role(title)
+        if is_appendix or role == "references":
             numbering.restart()
         if number:
             level = 1 if is_appendix else numbering.place(number)
@@ -1141,28 +1186,21 @@ def _sections_from_headings(lines: list[_Line], paper_title: str) -> list[tuple[
             if is_appendix:
                 numbering.styles = ["letter"]
                 numbering.letter = number[0]
-        elif _NAMED_SECTIONS.fullmatch(title):
+        elif role:
             # Once sections are numbered, an unnumbered "Results" is a table header or a run-in heading.
-            if (_key(title) == "abstract" or _key(title) in {_key(t) for _, n, t, _ in found if not n}
-                    or numbering.last and not _UNNUMBERED_MATTER.fullmatch(title)):
+            if (role == "front" or _match_key(title) in {_match_key(s.title) for s in found if not s.number}
+                    or numbering.last and role not in _UNNUMBERED_ROLES):
                 continue
             level = 1
         else:
             continue
-        found.append((line.offset, number, title, level))
-    return found
+        found.append(Section(number, title, level, source.page_of(line.offset), line.offset))
+    return _qualified(found)
 
 
 # The first item of a reference list: "[1] ...", or "1 ..." citing a year; in Markdown a list item.
 _FIRST_REFERENCE = re.compile(r"^(?:- )?(?:\[1\] +\S|1\.? +[^\n]*\b(?:1[89]|20)[0-9]{2}\b)", re.M)
 _NEXT_REFERENCE = re.compile(r"^(?:- )?(?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
-_REFERENCE_TITLES = ("references", "bibliography")
-_BACK_MATTER = re.compile(r"acknowled?ge?ments?|references|bibliography", re.I)
-# Unnumbered sections that numbered papers have too.
-_UNNUMBERED_MATTER = re.compile(
-    r"acknowled?ge?ments?|references|bibliography|appendix|appendices|supplementary (materials?|"
-    r"information)|data availability|code availability|author contributions|broader impacts?|ethics statement|"
-    r"funding|limitations", re.I)
 
 
 def _reference_start(text: str, start: int) -> int | None:
@@ -1173,66 +1211,67 @@ def _reference_start(text: str, start: int) -> int | None:
     return first.start()
 
 
-def _reference_list(markdown: str, found: list[tuple[int, str, str, int]]) -> tuple[int, str, str, int] | None:
-    """A References section for papers (PRB style) whose reference list has no
-    heading: it starts at the list's first item."""
-    if not found or any(_key(title) in _REFERENCE_TITLES for _, _, title, _ in found):
-        return None
-    start = _reference_start(markdown, found[0][0])
-    return None if start is None else (start, "", "References", 1)
+def _with_reference_list(found: list[Section], source: _Text) -> list[Section]:
+    """``found`` with a References section for papers (PRB style) whose reference
+    list has no heading: it starts at the list's first item."""
+    if not found or any(_name_role(section.title) == "references" for section in found):
+        return found
+    start = _reference_start(source.text, found[0].start)
+    if start is None:
+        return found
+    return sorted([*found, Section("", "References", 1, source.page_of(start), start)],
+                  key=lambda section: section.start)
 
 
-def _qualified(found: list[tuple[int, str, str, int]]) -> list[tuple[int, str, str, int]]:
-    """Prefix a subsection's one-part number with its parent's (``A`` under ``II`` is ``II.A``)."""
-    parents: dict[int, str] = {}
-    result = []
-    for offset, number, title, level in found:
-        parent = parents.get(level - 1, "")
-        if number and parent and "." not in number and level > 1:
-            number = f"{parent}.{number}"
-        parents = {k: v for k, v in parents.items() if k < level}
-        parents[level] = number
-        result.append((offset, number, title, level))
-    return result
+def _with_ends(found: Sequence[Section], length: int) -> list[Section]:
+    """Sections in reading order with their ends: where the next section of the same or a
+    higher level starts, or ``length``, the end of the text."""
+    return [dataclasses.replace(section, end=next((later.start for later in found[index + 1:]
+                                                   if later.level <= section.level), length))
+            for index, section in enumerate(found)]
 
 
-def find_sections(markdown: str, outline: Sequence[tuple[int, str, int]] = (), paper_title: str = "",
-                  page_starts: Sequence[int] = ()) -> list[Section]:
-    """The paper's sections in reading order.
-
-    The PDF outline (hyperref bookmarks), when it has three section bookmarks
-    or more, is authoritative for titles, levels and order (``page_starts``,
-    the offsets where pages begin, place bookmarks whose heading is not found);
-    otherwise the Markdown headings and bold lines are filtered to numbered or
-    well-known section names.  Text before the first section (title, authors, abstract)
-    is front matter and belongs to no section.  A reference list without a
-    heading becomes a References section.
-    """
-    lines = _candidate_lines(markdown)
-    bookmarks = _bookmarks(outline)
-    if len(bookmarks) >= _MIN_OUTLINE_ENTRIES:
-        found = _sections_from_outline(bookmarks, markdown, lines, page_starts)
+def _sections_in(source: _Text, outline: Outline = (), paper_title: str = "") -> list[Section]:
+    """The sections of ``source`` in reading order: the outline placed in it when it
+    has three entries or more, else the headings detected in it; a reference list
+    without a heading becomes References."""
+    if len(outline) >= _MIN_OUTLINE_ENTRIES:
+        found = _placed(outline, source)
     else:
-        found = _sections_from_headings(lines, paper_title)
-    if references := _reference_list(markdown, found):
-        found.append(references)
-        found.sort()
-    found = _qualified(found)
-    sections = []
-    for index, (offset, number, title, level) in enumerate(found):
-        end = next((o for o, _, _, lv in found[index + 1:] if lv <= level), len(markdown))
-        sections.append(Section(number, title, level, offset, end))
-    return sections
+        found = _detected(source, paper_title)
+    return _with_ends(_with_reference_list(found, source), len(source.text))
+
+
+def find_sections(markdown: str, outline: Outline = (), paper_title: str = "",
+                  page_starts: Sequence[int] = ()) -> list[Section]:
+    """The sections of converted Markdown, in reading order.
+
+    The outline (``pdf_outline``: bookmarks, or headings found by font), when
+    it has three entries or more, is authoritative for titles, levels and order
+    (``page_starts``, the offsets where pages begin, place entries whose heading
+    is not found); otherwise the Markdown headings and bold lines are filtered
+    to numbered or well-known section names.  Text before the first section
+    (title, authors, abstract) is front matter and belongs to no section.  A
+    reference list without a heading becomes a References section.
+    """
+    return _sections_in(_Text(markdown, _candidate_lines(markdown), page_starts), outline, paper_title)
 
 
 # ---------------------------------------------------------------------------
-# Structure from the PDF's text layer: an outline built from the fonts of headings, in milliseconds
+# Structure from the PDF itself: bookmarks, or headings found by their fonts, in milliseconds
 # ---------------------------------------------------------------------------
 
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi(?:um)?\b|cmbx|cmssbx|\bbx|-b\b|bd\b", re.I)
 _ITALIC_FONT = re.compile(r"italic|oblique|cmti|cmsl|-it\b|\bit\b|ital", re.I)
 _LONE_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]+)*|[IVXLC]+|[A-Z])\.?")
 _STYLED_SHARE = 0.6  # of a line's letters, in bold (or italic) for the line to count as bold (italic)
+_SUPERSCRIPT_DROP = 2.5  # points smaller than its line: a superscript or footnote mark, whose font does not count
+_BASELINE_SLACK = 3  # points: a section number and its title set apart on one baseline differ by less
+_NUMBER_GAP = 40  # points: the widest space between a section number and its title on one baseline
+_WRAP_GAP = 0.8  # of a heading line's height: the most space between the two lines of a wrapped heading
+_MIN_WRAPPED = 20  # characters: a numbered heading shorter than this does not wrap
+_LARGER = 1  # points above the body text's size that make a line a heading
+_MIN_CAPITALS = 4  # characters of a title in capitals to count as a heading ("II A" is a label, "MODEL" is not)
 
 
 @dataclass(eq=False)  # compared by identity: two lines can read the same
@@ -1252,19 +1291,21 @@ class _TextLine:
 def _text_line(spans: list[dict[str, Any]], bbox: Sequence[float]) -> _TextLine:
     """One line from its text spans: the size of most of its characters; superscripts
     (footnote marks) and math symbols in another font do not make a bold heading plain."""
+    import pymupdf
+
     sizes = Counter()
     for span in spans:
         sizes[round(span["size"] * 2) / 2] += len(span["text"].strip())
     size = sizes.most_common(1)[0][0]
     letters = bold = italic = 0
     for span in spans:
-        if span["size"] < size - 2.5:
-            continue  # a superscript
+        if span["size"] < size - _SUPERSCRIPT_DROP:
+            continue
         count = sum(ch.isalnum() for ch in span["text"])
         font = span["font"].split("+")[-1]  # "ABCDEF+CMBX12": the subset prefix says nothing
         letters += count
-        bold += count if span["flags"] & 16 or _BOLD_FONT.search(font) else 0
-        italic += count if span["flags"] & 2 or _ITALIC_FONT.search(font) else 0
+        bold += count if span["flags"] & pymupdf.TEXT_FONT_BOLD or _BOLD_FONT.search(font) else 0
+        italic += count if span["flags"] & pymupdf.TEXT_FONT_ITALIC or _ITALIC_FONT.search(font) else 0
     text = " ".join("".join(span["text"] for span in spans).split())
     return _TextLine(text, size, letters > 0 and bold >= _STYLED_SHARE * letters,
                      letters > 0 and italic >= _STYLED_SHARE * letters, *bbox)
@@ -1284,9 +1325,10 @@ def _page_lines(page: "pymupdf.Page") -> list[_TextLine]:
     for number in [line for line in lines if _LONE_NUMBER.fullmatch(line.text)]:
         if number in joined:
             continue
-        beside = [line for row in range(round(number.y0) - 3, round(number.y0) + 4) for line in rows.get(row, ())
+        near = range(round(number.y0) - _BASELINE_SLACK, round(number.y0) + _BASELINE_SLACK + 1)
+        beside = [line for row in near for line in rows.get(row, ())
                   if line is not number and line not in joined
-                  and abs(line.y0 - number.y0) < 3 and 0 <= line.x0 - number.x1 < 40]
+                  and abs(line.y0 - number.y0) < _BASELINE_SLACK and 0 <= line.x0 - number.x1 < _NUMBER_GAP]
         if beside:
             title = min(beside, key=lambda line: line.x0)
             joined.add(title)
@@ -1298,9 +1340,10 @@ def _page_lines(page: "pymupdf.Page") -> list[_TextLine]:
 def _continues(heading: _TextLine, line: _TextLine) -> bool:
     """Whether ``line`` is the second line of the long numbered ``heading``: the
     same style, right below it, and no number of its own."""
-    return (heading.bold == line.bold and abs(heading.size - line.size) < 1
-            and 0 <= line.y0 - heading.y1 < 0.8 * (heading.y1 - heading.y0)
-            and len(heading.text) > 20 and bool(_split_number(heading.text)[0]) and not _split_number(line.text)[0])
+    return (heading.bold == line.bold and abs(heading.size - line.size) < _LARGER
+            and 0 <= line.y0 - heading.y1 < _WRAP_GAP * (heading.y1 - heading.y0)
+            and len(heading.text) > _MIN_WRAPPED and bool(_split_number(heading.text)[0])
+            and not _split_number(line.text)[0])
 
 
 def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
@@ -1310,9 +1353,9 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     when numbered or a section name, or numbered and in italics (AAS style,
     with regular capitals for sections); a numbered heading wrapped over
     two lines is joined.  The lines then go through the same filter as
-    Markdown headings (``_sections_from_headings``: numbered or well-known
-    names, plausible numbering, no running headers), and a reference list without
-    a heading becomes References.  Costs a few milliseconds a page.
+    Markdown headings (``_detected``: numbered or well-known names, plausible
+    numbering, no running headers), and a reference list without a heading
+    becomes References.  Costs a few milliseconds a page.
     """
     page_lines = [_page_lines(doc[number]) for number in range(pages)]
     sizes = Counter()
@@ -1325,9 +1368,9 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
 
     def marked(line: _TextLine) -> bool:
         number, title = _split_number(line.text)
-        capitals = len(title) >= 4 and title.isupper()
-        return (line.bold or line.size >= body + 1 or bool(number) and (capitals or line.italic)
-                or capitals and bool(_NAMED_SECTIONS.fullmatch(title)))
+        capitals = len(title) >= _MIN_CAPITALS and title.isupper()
+        return (line.bold or line.size >= body + _LARGER or bool(number) and (capitals or line.italic)
+                or capitals and bool(_name_role(title)))
 
     lines, page_starts, text, position = [], [], [], 0
     for page in page_lines:
@@ -1348,46 +1391,58 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
                 lines.append(_Line(position, line.text, marked(line)))
             text.append(line.text + "\n")
             position += len(line.text) + 1
-    found = _sections_from_headings(_without_running_heads(lines), "")
-    if references := _reference_list("".join(text), found):
-        found.append(references)
-        found.sort()
-    return tuple((level, f"{number} {title}".strip(), bisect.bisect_right(page_starts, offset))
-                 for offset, number, title, level in _qualified(found))
+    source = _Text("".join(text), _without_running_heads(lines), page_starts)
+    return tuple(Section(s.number, s.title, s.level, s.page)
+                 for s in _with_reference_list(_detected(source, ""), source))
 
 
-def _structure(doc: "pymupdf.Document", pages: int) -> Outline:
+def _bookmark_outline(doc: "pymupdf.Document") -> Outline:
+    """The PDF's bookmarks (hyperref) as an outline: without the paper-title
+    bookmark (a single top-level one before all others) and Abstract, levels
+    counted from 1, numbers as printed in the bookmark (``_placed`` qualifies
+    them and adopts those the page prints)."""
+    entries = [(level, title, max(page, 0)) for level, raw, page, *_ in doc.get_toc()
+               if (title := _collapse_space(raw)) and _name_role(title) != "front"]
+    if not entries:
+        return ()
+    top = min(level for level, _, _ in entries)
+    if entries[0][0] == top and all(level > top for level, _, _ in entries[1:]) and len(entries) > 1:
+        entries = entries[1:]
+        top = min(level for level, _, _ in entries)
+    return tuple(Section(*_split_number(title), level - top + 1, page) for level, title, page in entries)
+
+
+def _paper_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     """The PDF's bookmarks when they name three sections or more (hyperref),
     otherwise the headings of the first ``pages`` pages found by their fonts;
     empty when both fail (the converted text can still tell the sections)."""
     try:
-        outline = _outline(doc)
-        return outline if len(_bookmarks(outline)) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
+        bookmarks = _bookmark_outline(doc)
+        return bookmarks if len(bookmarks) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
     except Exception as error:  # a damaged outline or text layer must not cost the conversion
         log.warning("no outline: %s", type(error).__name__)
         return ()
 
 
 def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
-    """The paper's structure as outline entries, in milliseconds: its bookmarks,
-    or the headings of its first ``max_pages`` pages found by their fonts.
-    Raises ArxivError for PDFs that cannot be opened."""
+    """The paper's structure as Sections with pages, in milliseconds: its
+    bookmarks, or the headings of its first ``max_pages`` pages found by their
+    fonts.  Raises ArxivError for PDFs that cannot be opened."""
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
-            return _structure(doc, _pages_to_read(doc, max_pages))
+            return _paper_outline(doc, _pages_to_read(doc, max_pages))
         finally:
             doc.close()
 
 
 @dataclass(frozen=True)
-class Heading:
+class SectionSummary:
     """One row of the overview's section list."""
 
-    label: str
-    level: int
-    chars: int  # the section with its subsections
-    sentence: str  # its first sentence, shortened
+    section: Section
+    sentence: str  # its first sentence, shortened; "" for a reference list
+    estimated: bool = False  # its size is measured on the raw text layer, not on the converted text
 
 
 @dataclass(frozen=True)
@@ -1397,17 +1452,29 @@ class Overview:
     page_count: int
     pages_covered: int
     chars: int
-    headings: tuple[Heading, ...]
+    sections: tuple[SectionSummary, ...]
     links: tuple[tuple[str, str], ...]  # code and data links: (URL, label of the section it appears in)
+    estimated: bool = False  # measured on the raw text layer, before the conversion
+
+    def refined(self, text: "PaperText") -> "Overview":
+        """This overview with the converted sizes of the sections whose text ``text``
+        holds whole (``PaperText.is_whole``); the others stay estimates."""
+        whole = {section.label: section for section in text.sections if text.is_whole(section)}
+        rows = tuple(dataclasses.replace(row, section=whole[row.section.label], estimated=False)
+                     if row.section.label in whole else row for row in self.sections)
+        return dataclasses.replace(self, sections=rows)
+
+
+_SENTENCE_WINDOW = 3_000  # characters at the start of a section that hold its first sentence
 
 
 def _first_sentence(text: str, label: str, limit: int = 110) -> str:
     """The first sentence of a section's text, after its heading line and any
     further lines of the heading (``label``), shortened to ``limit``."""
-    lines = text[:3000].replace("-\n", "").splitlines()[1:]
-    while lines and (not lines[0].strip() or _key(lines[0]) in _key(label)):
+    lines = text[:_SENTENCE_WINDOW].replace("-\n", "").splitlines()[1:]
+    while lines and (not lines[0].strip() or _match_key(lines[0]) in _match_key(label)):
         lines.pop(0)
-    plain = " ".join(_plain(line) for line in lines
+    plain = " ".join(_strip_markup(line) for line in lines
                      if line.strip() and not line.lstrip().startswith(("#", "|", "<", "!", ">")))
     plain = re.sub(r"\s+([,.;:])", r"\1", plain)
     m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
@@ -1417,23 +1484,21 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
     return sentence
 
 
-def _overview(text: str, starts: Sequence[tuple[int, str, int]], page_count: int, pages: int) -> Overview:
-    """An Overview of ``text`` whose sections begin at ``starts``: (offset, label, level) in reading order."""
-    headings = []
-    for index, (start, label, level) in enumerate(starts):
-        end = next((o for o, _, lv in starts[index + 1:] if lv <= level), len(text))
-        is_reference_list = _key(label) in _REFERENCE_TITLES
-        sentence = "" if is_reference_list else _first_sentence(text[start:end], label)
-        headings.append(Heading(label, level, end - start, sentence))
+def _overview(text: str, sections: Sequence[Section], page_count: int, pages: int,
+              estimated: bool = False) -> Overview:
+    """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
+    rows = tuple(SectionSummary(section, "" if _name_role(section.title) == "references" else
+                                _first_sentence(text[section.start:section.end], section.label), estimated)
+                 for section in sections)
 
-    def where(offset: int) -> str:
-        before = [label for start, label, _ in starts if start <= offset]
-        return before[-1] if before else "the front matter"
+    def where(offset: int) -> Section | None:
+        return next((section for section in reversed(sections) if section.start <= offset), None)
 
     # Links in the reference list are other works' code, not this paper's.
-    links = tuple((url, where(offset)) for offset, url in repository_links(text, limit=None)
-                  if _key(where(offset)) not in _REFERENCE_TITLES)[:_MAX_LINKS]
-    return Overview(page_count, pages, len(text), tuple(headings), links)
+    links = tuple((url, section.label if section else "the front matter")
+                  for offset, url in repository_links(text, limit=None)
+                  if not ((section := where(offset)) and _name_role(section.title) == "references"))[:_MAX_LINKS]
+    return Overview(page_count, pages, len(text), rows, links, estimated)
 
 
 def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None = None) -> Overview | None:
@@ -1442,15 +1507,15 @@ def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None 
     ``outline`` is the paper's structure, ``pdf_outline``'s by default.
     Returns None when it has too few sections: then only the converted text
     (``find_sections``) can tell them.  Sizes are those of the raw text, which
-    approximate the converted text's (whose reading order can differ).  Raises
+    estimate the converted text's (whose reading order can differ).  Raises
     ArxivError for PDFs that cannot be opened.
     """
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
             pages = _pages_to_read(doc, max_pages)
-            bookmarks = _bookmarks(_structure(doc, pages) if outline is None else outline)
-            if len(bookmarks) < _MIN_OUTLINE_ENTRIES:
+            outline = _paper_outline(doc, pages) if outline is None else outline
+            if len(outline) < _MIN_OUTLINE_ENTRIES:
                 return None
             page_texts = [doc[number].get_text() for number in range(pages)]
             page_count = doc.page_count
@@ -1463,10 +1528,8 @@ def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None 
             if raw.strip():
                 lines.append(_Line(offset, " ".join(raw.split()), True))
             offset += len(raw)
-    text = "".join(page_texts)
-    found = _sections_from_outline(bookmarks, text, lines, page_starts)
-    starts = [(offset, f"{number} {title}".strip(), level) for offset, number, title, level in _qualified(found)]
-    return _overview(text, starts, page_count, len(page_texts))
+    source = _Text("".join(page_texts), lines, page_starts)
+    return _overview(source.text, _sections_in(source, outline), page_count, len(page_texts), estimated=True)
 
 
 # ---------------------------------------------------------------------------
@@ -1477,7 +1540,7 @@ ERROR = "**Error:**"  # how every error answer of the tool begins
 _TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
 _OVERVIEW_TARGET = 4_000
 _OVERVIEW_LIMIT = 8_000
-_MAX_AUTHORS_SHOWN = 10
+_MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:
@@ -1494,17 +1557,25 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     return cut, True
 
 
-def _count(n: int) -> str:
+def _thousands(n: int) -> str:
+    """``12345`` -> ``"12,345"``."""
     return f"{n:,}"
 
 
-def _size(chars: int) -> str:
-    return f"{_count(chars)} chars, ~{_count(round(chars * _TOKENS_PER_CHAR))} tokens"
+def _size(chars: int, estimated: bool = False) -> str:
+    """``"15,759 chars, ~3,940 tokens"``; an estimate is rounded and marked: ``"≈15,800 chars, ~3,950 tokens"``."""
+    if estimated:
+        chars = round(chars, -2 if chars >= 1_000 else -1)
+    tokens = round(chars * _TOKENS_PER_CHAR)
+    return f"{'≈' if estimated else ''}{_thousands(chars)} chars, ~{_thousands(tokens)} tokens"
 
 
-def _authors(authors: Sequence[Author], limit: int = _MAX_AUTHORS_SHOWN) -> str:
-    shown = [a.name + (f" ({'; '.join(a.affiliations)})" if a.affiliations else "") for a in authors[:limit]]
-    more = len(authors) - limit
+def _authors(authors: Sequence[Author], affiliations: bool = True) -> str:
+    """Every author's name, with affiliations if asked; past ``_MAX_AUTHORS_SHOWN`` (a collaboration)
+    the rest are counted."""
+    shown = [author.name + (f" ({'; '.join(author.affiliations)})" if affiliations and author.affiliations else "")
+             for author in authors[:_MAX_AUTHORS_SHOWN]]
+    more = len(authors) - _MAX_AUTHORS_SHOWN
     return ", ".join(shown) + (f", and {more} more ({len(authors)} authors)" if more > 0 else "")
 
 
@@ -1557,7 +1628,7 @@ def repository_links(markdown: str, limit: int | None = _MAX_LINKS) -> list[tupl
     return sorted((offset, url) for url, offset in seen.items())[:limit]
 
 
-def format_metadata(paper: Paper, extra: Sequence[str] = ()) -> str:
+def format_metadata(paper: Paper, extra: Sequence[str] = (), affiliations: bool = True) -> str:
     """The ``# arXiv Paper`` header with ``## Metadata`` (plus ``extra`` lines)
     and ``## Abstract``; a withdrawn version gets a warning at the top."""
     notice = withdrawal_notice(paper)
@@ -1567,7 +1638,7 @@ def format_metadata(paper: Paper, extra: Sequence[str] = ()) -> str:
         "",
         "## Metadata",
         f"- **Title:** {paper.title}",
-        f"- **Authors:** {_authors(paper.authors)}",
+        f"- **Authors:** {_authors(paper.authors, affiliations)}",
         f"- **arXiv ID:** {paper.arxiv_id}",
         f"- **Categories:** {paper.primary_category} (primary)"
         + "".join(f", {c}" for c in paper.categories if c != paper.primary_category),
@@ -1592,39 +1663,39 @@ class PaperText:
     sections: tuple[Section, ...]
     page_count: int
     pages_converted: int
+    complete: bool = True  # False for the pages converted so far, while the conversion goes on
 
     @classmethod
-    def from_pdf(cls, pdf: PdfText, paper_title: str = "") -> "PaperText":
+    def from_pdf(cls, pdf: PdfText, paper_title: str = "", complete: bool = True) -> "PaperText":
         """Find the sections and rewrite each one's heading line as a Markdown
         heading of its level (``## 2 Methods``, ``### 2.1 Data``): the
         converter's heading levels vary from page to page.  A section found
         without a heading line (a bare reference list) gets one inserted."""
         markdown = pdf.markdown
-        page_starts = [sum(map(len, pdf.pages[:n])) for n in range(len(pdf.pages))]
-        found = find_sections(markdown, pdf.outline, paper_title, page_starts)
-        parts, sections, position = [], [], 0
-        for section in found:
+        page_starts = list(itertools.accumulate(map(len, pdf.pages[:-1]), initial=0))
+        parts, placed, position, length = [], [], 0, 0
+        for section in find_sections(markdown, pdf.outline, paper_title, page_starts):
             line_end = markdown.find("\n", section.start)
             line_end = len(markdown) if line_end < 0 else line_end
             heading = f"{'#' * min(6, section.level + 1)} {section.label}"
-            if _key(section.title) not in _key(markdown[section.start:line_end]):
+            if _match_key(section.title) not in _match_key(markdown[section.start:line_end]):
                 line_end, heading = section.start, heading + "\n\n"
-            parts.append(markdown[position:section.start])
-            start = sum(map(len, parts))
-            parts.append(heading)
-            sections.append((section, start, len(heading) - (line_end - section.start)))
+            parts += [markdown[position:section.start], heading]
+            length += section.start - position
+            placed.append(dataclasses.replace(section, start=length))
+            length += len(heading)
             position = line_end
         parts.append(markdown[position:])
         text = "".join(parts)
-        shifted = []
-        for section, start, _ in sections:
-            # a section ends where a later one starts: shift its end by the growth of the headings before it
-            growth = sum(delta for other, _, delta in sections if other.start < section.end)
-            shifted.append(dataclasses.replace(section, start=start, end=section.end + growth))
-        return cls(text, tuple(shifted), pdf.page_count, len(pdf.pages))
+        return cls(text, tuple(_with_ends(placed, len(text))), pdf.page_count, len(pdf.pages), complete)
 
     def body(self, section: Section) -> str:
         return self.markdown[section.start:section.end].strip()
+
+    def is_whole(self, section: Section) -> bool:
+        """Whether the text holds all of ``section``: the conversion is done, or a later
+        heading of the same or a higher level is converted."""
+        return self.complete or section.end < len(self.markdown)
 
     def section_at(self, offset: int) -> Section | None:
         """The innermost section containing ``offset``."""
@@ -1640,41 +1711,45 @@ class PaperText:
 
 def overview_of(text: PaperText) -> Overview:
     """The Overview of a converted paper, from its Markdown."""
-    return _overview(text.markdown, [(s.start, s.label, s.level) for s in text.sections], text.page_count,
-                     text.pages_converted)
+    return _overview(text.markdown, text.sections, text.page_count, text.pages_converted)
 
 
 def format_overview(paper: Paper, overview: Overview | None, text_error: str | None = None) -> str:
     """The paper's overview: metadata, abstract and the list of its sections.
 
-    Each section shows its number, title, size and first sentence; the list is
-    shortened (subsection sentences first, then all sentences) to keep the
-    overview near 4,000 characters and never above 8,000.
+    Each section shows its number, title, size and first sentence.  To keep the
+    overview near 4,000 characters, and never above 8,000, it shrinks in this
+    order: the authors' affiliations go, then the subsections' first sentences,
+    then all first sentences, and last the list is cut.
     """
     if overview is None:
         return f"{format_metadata(paper)}\n\n## Sections\nThe full text is unavailable: {text_error}"
     links = [f"{url} (in {where})" for url, where in overview.links]
-    head = format_metadata(paper, [f"- **Code and data:** {', '.join(links)}"] if links else [])
-    summary = (f"{overview.page_count} pages, {_size(overview.chars)}"
-               + (f", in {len(overview.headings)} sections." if overview.headings else "."))
+    extra = [f"- **Code and data:** {', '.join(links)}"] if links else []
+    summary = (f"{overview.page_count} pages, {_size(overview.chars, overview.estimated)}"
+               + (f", in {len(overview.sections)} sections." if overview.sections else "."))
     if overview.pages_covered < overview.page_count:
         summary += (f" Only the first {overview.pages_covered} of {overview.page_count} pages are read "
                     "(ARXIV_MAX_PAGES).")
+    if any(row.estimated for row in overview.sections):
+        summary += " ≈: estimated from the PDF's text layer until its pages are converted."
     how = ('Read a section with `section="<number or title>"` (several: `"2, 4.1"`), '
            'or everything with `section="full"`.')
-    if not overview.headings:
+    if not overview.sections:
         how = 'No section headings were found in this PDF; read the text with `section="full"`.'
 
     def listing(sentences_to_level: int) -> str:
         rows = []
-        for heading in overview.headings:
-            row = f"{'  ' * (heading.level - 1)}- **{heading.label}** ({_size(heading.chars)})"
-            if heading.level <= sentences_to_level and heading.sentence:
-                row += f": {heading.sentence}"
-            rows.append(row)
+        for row in overview.sections:
+            section = row.section
+            line = f"{'  ' * (section.level - 1)}- **{section.label}** ({_size(section.chars, row.estimated)})"
+            if section.level <= sentences_to_level and row.sentence:
+                line += f": {row.sentence}"
+            rows.append(line)
         return "\n".join(rows)
 
-    for depth in (9, 1, 0):
+    for affiliations, depth in ((True, 9), (False, 9), (False, 1), (False, 0)):
+        head = format_metadata(paper, extra, affiliations=affiliations)
         result = f"{head}\n\n## Sections\n{summary}\n\n{listing(depth)}\n\n{how}"
         if len(result) <= _OVERVIEW_TARGET:
             break
@@ -1686,7 +1761,7 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
 
 def _truncation_note(shown: int, total: int, source: str, text: PaperText | None = None,
                      cut_offset: int | None = None) -> str:
-    note = f"[Truncated: showed {_count(shown)} of {_count(total)} characters (ARXIV_MAX_CHARS)."
+    note = f"[Truncated: showed {_thousands(shown)} of {_thousands(total)} characters (ARXIV_MAX_CHARS)."
     if text is not None and cut_offset is not None:
         section = text.section_at(cut_offset)
         if section is not None:
@@ -1731,17 +1806,17 @@ def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
     for wanted in (w.strip() for w in selector.split(",")):
         if not wanted:
             continue
-        key = _key(wanted)
+        key = _match_key(wanted)
         number_key = wanted.strip().rstrip(".").upper()
         if re.fullmatch(r"[0-9]{1,3}", number_key) and not any(s.number == number_key for s in text.sections):
             number_key = _to_roman(int(number_key))  # "2" finds section II in papers numbered in Roman
         exact = [s for s in text.sections if s.number and s.number.upper() == number_key]
-        exact = exact or [s for s in text.sections if _key(s.title) == key or _key(s.label) == key]
-        matches = exact or [s for s in text.sections if key and (_key(s.title).startswith(key)
-                                                                 or _key(s.label).startswith(key))]
+        exact = exact or [s for s in text.sections if _match_key(s.title) == key or _match_key(s.label) == key]
+        matches = exact or [s for s in text.sections if key and (_match_key(s.title).startswith(key)
+                                                                 or _match_key(s.label).startswith(key))]
         if len(matches) != 1:
             problem = "matches no section" if not matches else "matches several sections"
-            choices = ", ".join(f'"{s.number or s.title}"' for s in text.sections if s.level == 1)
+            choices = _choices(matches or [s for s in text.sections if s.level == 1])
             return (f'Section "{wanted[:80]}" {problem}. Valid choices: {choices}; '
                     'subsections by number (e.g. "2.1"); or "full" for the whole paper.')
         if matches[0] not in chosen:
@@ -1751,15 +1826,33 @@ def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
     return chosen
 
 
+_CHOICES_BUDGET = 1_000  # characters of section choices in an error message
+
+
+def _choices(sections: Sequence[Section]) -> str:
+    """Sections as a selector names them, with their titles: ``"2" Preliminaries: TAPAS, "References"``,
+    within ``_CHOICES_BUDGET`` characters, ending with ``… and N more``."""
+    shown: list[str] = []
+    for index, section in enumerate(sections):
+        choice = f'"{section.number}" {section.title}' if section.number else f'"{section.title}"'
+        if sum(len(c) + 2 for c in shown) + len(choice) > _CHOICES_BUDGET:
+            return ", ".join(shown) + f", … and {len(sections) - index} more"
+        shown.append(choice)
+    return ", ".join(shown)
+
+
 def _neighbours(text: PaperText, section: Section) -> str:
+    """The navigation line after a section: the sections before and after it, with their sizes
+    (once converted whole), and how to get back to the overview."""
+
+    def named(where: str, other: Section) -> str:
+        return f'{where} "{other.label}"' + (f" ({_thousands(other.chars)} chars)" if text.is_whole(other) else "")
+
     index = text.sections.index(section)
-    parts = []
-    if index > 0:
-        before = text.sections[index - 1]
-        parts.append(f'previous "{before.label}" ({_count(len(text.body(before)))} chars)')
+    parts = [named("previous", text.sections[index - 1])] if index > 0 else []
     following = next((s for s in text.sections[index + 1:] if s.start >= section.end), None)
     if following is not None:
-        parts.append(f'next "{following.label}" ({_count(len(text.body(following)))} chars)')
+        parts.append(named("next", following))
     parts.append("the overview: omit section")
     return "Navigation: " + " · ".join(parts)
 
@@ -1814,6 +1907,32 @@ _ABSTRACT_PREVIEW = 300
 
 
 @dataclass(frozen=True)
+class Parameter:
+    """One argument of the tool: its default and the description the model reads."""
+
+    default: Any
+    help: str
+
+
+# The search arguments in the tool's order: the tool's schema, ``arxiv_tool``, ``build_search``,
+# ``SearchRequest`` and the "next page" call all take their defaults from here.
+SEARCH_PARAMETERS = {
+    "query": Parameter(None, "Search terms. Plain words match all fields (every word must appear). Fielded syntax "
+                             "also works: ti:, au:, abs:, cat:, all: with AND, OR, ANDNOT, quotes and parentheses, "
+                             "e.g. 'au:hinton AND ti:\"deep learning\"'."),
+    "categories": Parameter(None, "arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', "
+                                  "or 'math.*' for a whole archive."),
+    "submitted_from": Parameter(None, "Earliest submission date, YYYY-MM-DD."),
+    "submitted_to": Parameter(None, "Latest submission date, YYYY-MM-DD."),
+    "sort": Parameter("relevance", "'relevance', 'submitted' or 'updated'."),
+    "order": Parameter("descending", "'descending' (newest or best first) or 'ascending'."),
+    "max_results": Parameter(10, f"Results per page, 1 to {MAX_RESULTS}."),
+    "start": Parameter(0, "Offset of the first result, for paging."),
+}
+_DEFAULT = {name: parameter.default for name, parameter in SEARCH_PARAMETERS.items()}
+
+
+@dataclass(frozen=True)
 class SearchRequest:
     """A validated search; ``search_query`` is what the API receives."""
 
@@ -1822,32 +1941,23 @@ class SearchRequest:
     categories: tuple[str, ...] = ()
     submitted_from: str = ""
     submitted_to: str = ""
-    sort: str = "relevance"
-    order: str = "descending"
-    max_results: int = 10
-    start: int = 0
+    sort: str = _DEFAULT["sort"]
+    order: str = _DEFAULT["order"]
+    max_results: int = _DEFAULT["max_results"]
+    start: int = _DEFAULT["start"]
 
     def params(self) -> dict[str, str]:
         return {"search_query": self.search_query, "start": str(self.start), "max_results": str(self.max_results),
                 "sortBy": SORTS[self.sort], "sortOrder": self.order}
 
     def call(self, **changes: Any) -> str:
-        """This search as a tool call, e.g. to fetch the next page."""
+        """This search as a tool call, e.g. to fetch the next page: the arguments that differ from the defaults."""
         request = dataclasses.replace(self, **changes)
-        args = [f"query={request.query!r}"] if request.query else []
-        if request.categories:
-            args.append(f"categories={list(request.categories)!r}")
-        for name in ("submitted_from", "submitted_to"):
-            if getattr(request, name):
-                args.append(f"{name}={getattr(request, name)!r}")
-        if request.sort != "relevance":
-            args.append(f"sort={request.sort!r}")
-        if request.order != "descending":
-            args.append(f"order={request.order!r}")
-        if request.max_results != 10:
-            args.append(f"max_results={request.max_results}")
-        if request.start:
-            args.append(f"start={request.start}")
+        args = []
+        for name, parameter in SEARCH_PARAMETERS.items():
+            value = getattr(request, name)
+            if value not in (parameter.default, "", ()):
+                args.append(f"{name}={list(value) if isinstance(value, tuple) else value!r}")
         return f"arxiv({', '.join(args)})"
 
 
@@ -1878,8 +1988,9 @@ def _api_date(value: str, end_of_day: bool) -> str:
 
 
 def build_search(query: str | None = None, categories: Sequence[str] | None = None,
-                 submitted_from: str | None = None, submitted_to: str | None = None, sort: str = "relevance",
-                 order: str = "descending", max_results: int = 10, start: int = 0) -> SearchRequest:
+                 submitted_from: str | None = None, submitted_to: str | None = None, sort: str = _DEFAULT["sort"],
+                 order: str = _DEFAULT["order"], max_results: int = _DEFAULT["max_results"],
+                 start: int = _DEFAULT["start"]) -> SearchRequest:
     """Validate search arguments and build the API's ``search_query``.
 
     Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query
@@ -1937,13 +2048,13 @@ def format_search(request: SearchRequest, feed: Feed) -> str:
     sent = f"`{request.search_query}` (sorted by {request.sort}, {request.order})"
     if not feed.papers:
         if feed.total and request.start:
-            return (f"# arXiv search\nNo results at start={request.start}: the search has {_count(feed.total)} hits. "
-                    f"Query sent: {sent}")
+            return (f"# arXiv search\nNo results at start={request.start}: the search has "
+                    f"{_thousands(feed.total)} hits. Query sent: {sent}")
         return f"# arXiv search\nNo results for {sent}. Try fewer or broader terms, or other categories."
     first, last = request.start + 1, request.start + len(feed.papers)
-    lines = ["# arXiv search", f"Results {first}–{last} of {_count(feed.total)} for {sent}."]
+    lines = ["# arXiv search", f"Results {first}–{last} of {_thousands(feed.total)} for {sent}."]
     if feed.total > _BROAD:
-        lines.append(f"{_count(feed.total)} papers match: narrow the search with fields (ti:, au:, abs:), "
+        lines.append(f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, abs:), "
                      "categories or a date range.")
     lines.append("")
     for rank, paper in enumerate(feed.papers, start=first):
@@ -2010,7 +2121,8 @@ class _Flight:
         """What is known so far, with the text of the pages converted so far if asked."""
         if self.paper is None:
             return None
-        text = PaperText.from_pdf(self.converted, self.paper.title) if with_text and self.converted else None
+        text = (PaperText.from_pdf(self.converted, self.paper.title, complete=False)
+                if with_text and self.converted else None)
         return Reading(self.paper, text, note or None, transient=True, overview=self.overview)
 
 
@@ -2128,7 +2240,7 @@ class PaperLibrary:
             text = PaperText.from_pdf(converted.result(), flight.paper.title)
         except ArxivError as error:
             return Reading(flight.paper, None, str(error), transient=error.transient)
-        return Reading(flight.paper, text, overview=flight.overview or overview_of(text))
+        return Reading(flight.paper, text, overview=overview_of(text))
 
     def _convert(self, pdf: Future[bytes], converted: Future[PdfText], flight: _Flight, progress: Progress) -> None:
         if not converted.set_running_or_notify_cancel():
@@ -2210,12 +2322,6 @@ _PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:
                "or 'https://arxiv.org/abs/1706.03762'.")
 _SECTION_HELP = ("With `paper`: omit for the overview (metadata, abstract, section list); a section number or title "
                  "('3', '2.1', 'Introduction', several comma-separated); or 'full' for the whole text.")
-_QUERY_HELP = ("Search terms. Plain words match all fields (every word must appear). Fielded syntax also works: "
-               "ti:, au:, abs:, cat:, all: with AND, OR, ANDNOT, quotes and parentheses, e.g. "
-               "'au:hinton AND ti:\"deep learning\"'.")
-_CATEGORIES_HELP = ("arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', or 'math.*' "
-                    "for a whole archive.")
-
 
 def _quote_input(text: str) -> str:
     """A short, printable excerpt of untrusted input for an error message."""
@@ -2235,8 +2341,12 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
     deadline = _deadline(library.settings, library.limiter)
     choice = (section or "").strip()
     if not choice:
-        reading = library.read(arxiv_id, deadline, on_progress, early=lambda known: known.overview is not None)
-        return format_overview(reading.paper, reading.overview, reading.text_error)
+        reading = library.read(arxiv_id, deadline, on_progress, early=lambda known: known.overview is not None,
+                               early_text=True)
+        overview = reading.overview
+        if overview is not None and overview.estimated and reading.text is not None:
+            overview = overview.refined(reading.text)  # converted sizes for the pages converted so far
+        return format_overview(reading.paper, overview, reading.text_error)
     if choice.lower() == "full":
         reading = library.read(arxiv_id, deadline, on_progress)
         return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
@@ -2273,9 +2383,9 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
 
 def arxiv_tool(paper: str | None = None, section: str | None = None, query: str | None = None,
                categories: list[str] | str | None = None, submitted_from: str | None = None,
-               submitted_to: str | None = None, sort: str = "relevance", order: str = "descending",
-               max_results: int = 10, start: int = 0, *, library: PaperLibrary | None = None,
-               on_progress: Progress | None = None) -> str:
+               submitted_to: str | None = None, sort: str = _DEFAULT["sort"], order: str = _DEFAULT["order"],
+               max_results: int = _DEFAULT["max_results"], start: int = _DEFAULT["start"], *,
+               library: PaperLibrary | None = None, on_progress: Progress | None = None) -> str:
     """The one tool: read a paper (``paper``, ``section``) or search (the rest).
 
     Always returns Markdown; failures become a short note starting with ERROR and
@@ -2320,6 +2430,9 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         from mcp.server.fastmcp import FastMCP as MCPServer
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
+    def described(name: str) -> Any:
+        return Field(description=SEARCH_PARAMETERS[name].help)
+
     options: dict[str, Any] = {}
     if "host" in inspect.signature(MCPServer).parameters:  # 1.x takes the HTTP address here
         options = {"host": host, "port": port}
@@ -2333,14 +2446,14 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         ctx: Context,
         paper: Annotated[str | None, Field(description=_PAPER_HELP)] = None,
         section: Annotated[str | None, Field(description=_SECTION_HELP)] = None,
-        query: Annotated[str | None, Field(description=_QUERY_HELP)] = None,
-        categories: Annotated[list[str] | str | None, Field(description=_CATEGORIES_HELP)] = None,
-        submitted_from: Annotated[str | None, Field(description="Earliest submission date, YYYY-MM-DD.")] = None,
-        submitted_to: Annotated[str | None, Field(description="Latest submission date, YYYY-MM-DD.")] = None,
-        sort: Annotated[str, Field(description="'relevance', 'submitted' or 'updated'.")] = "relevance",
-        order: Annotated[str, Field(description="'descending' (newest or best first) or 'ascending'.")] = "descending",
-        max_results: Annotated[int, Field(description=f"Results per page, 1 to {MAX_RESULTS}.")] = 10,
-        start: Annotated[int, Field(description="Offset of the first result, for paging.")] = 0,
+        query: Annotated[str | None, described("query")] = _DEFAULT["query"],
+        categories: Annotated[list[str] | str | None, described("categories")] = _DEFAULT["categories"],
+        submitted_from: Annotated[str | None, described("submitted_from")] = _DEFAULT["submitted_from"],
+        submitted_to: Annotated[str | None, described("submitted_to")] = _DEFAULT["submitted_to"],
+        sort: Annotated[str, described("sort")] = _DEFAULT["sort"],
+        order: Annotated[str, described("order")] = _DEFAULT["order"],
+        max_results: Annotated[int, described("max_results")] = _DEFAULT["max_results"],
+        start: Annotated[int, described("start")] = _DEFAULT["start"],
     ) -> str:
         loop = asyncio.get_running_loop()
 

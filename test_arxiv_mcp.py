@@ -10,6 +10,7 @@ import io
 import multiprocessing
 import re
 import socket
+import statistics
 import threading
 import time
 import tomllib
@@ -361,10 +362,18 @@ def test_429_honours_retry_after(env):
     assert 7.0 in env.clock.sleeps
 
 
-def test_429_without_retry_after_backs_off_exponentially(env):
-    env.script["api/query"] = [http_error("u", 429) for _ in range(2)]
+def test_429_without_retry_after_backs_off_exponentially(env, monkeypatch):
+    monkeypatch.setattr(env.library.limiter, "interval", 0)  # only the backoff spaces the attempts
+    env.script["api/query"] = [http_error("u", 429) for _ in range(3)]
+    starts, real = [], urllib.request.urlopen
+
+    def timed(request, timeout=None):
+        starts.append(env.clock())
+        return real(request, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", timed)
     am.fetch_metadata("1111.2011v2")
-    assert len(env.requests) == 3
+    assert [later - earlier for earlier, later in zip(starts, starts[1:])] == [1.0, 2.0, 4.0]
 
 
 def test_429_with_a_long_retry_after_is_reported_not_waited(env):
@@ -478,7 +487,29 @@ def test_parse_feed_multiple_dois_affiliations_and_many_authors():
     many = am.parse_feed(atom("2026_idlist_1707.08567_34_authors.xml")).papers[0]
     assert len(many.authors) == 34
     metadata = am.format_metadata(many)
-    assert "and 24 more (34 authors)" in metadata
+    listed = metadata.split("- **Authors:** ")[1].split("\n")[0]
+    assert listed.split(", ") == [a.name for a in many.authors] and "more" not in listed  # all 34, in order
+
+
+def test_a_collaboration_lists_fifty_authors_and_counts_the_rest():
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    collaboration = dataclasses.replace(paper, authors=tuple(am.Author(f"Author {n}") for n in range(1, 301)))
+    listed = am.format_metadata(collaboration).split("- **Authors:** ")[1].split("\n")[0]
+    assert listed.startswith("Author 1, Author 2,") and "Author 50, and 250 more (300 authors)" in listed
+    assert "Author 51" not in listed
+
+
+def test_affiliations_are_the_first_thing_an_overview_drops_to_fit():
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    authors = tuple(am.Author(f"Author {n}", (f"Department {n}, University of Somewhere, Country",))
+                    for n in range(1, 41))
+    section = am.Section("1", "Introduction", 1, 1, 0, 900)
+    overview = am.Overview(8, 8, 900, (am.SectionSummary(section, "It begins."),), ())
+    few = am.format_overview(dataclasses.replace(paper, authors=authors[:2]), overview)
+    assert "Author 1 (Department 1, University of Somewhere, Country)" in few  # room: affiliations kept
+    many = am.format_overview(dataclasses.replace(paper, authors=authors), overview)
+    assert len(many) <= 4_000 and "Department" not in many
+    assert "Author 40" in many and "- **1 Introduction** (900 chars, ~225 tokens): It begins." in many
 
 
 def test_error_feed_and_empty_feed():
@@ -608,6 +639,16 @@ def test_a_dead_worker_fails_one_conversion_transiently_and_the_next_starts_new_
 # ---------------------------------------------------------------------------
 
 
+def entries(outline):
+    """An outline as (level, label, page) rows, as a person reads a table of contents."""
+    return tuple((section.level, section.label, section.page) for section in outline)
+
+
+def outline_of(*rows):
+    """An outline from (level, heading as printed, page) rows, as PDF bookmarks give them."""
+    return tuple(am.Section(*am._split_number(heading), level, page) for level, heading, page in rows)
+
+
 def labels(pdf_name, title, convert):
     pdf = convert((DATA / pdf_name).read_bytes(), max_pages=30)
     text = am.PaperText.from_pdf(pdf, title)
@@ -648,9 +689,10 @@ def test_sections_without_outline(convert_once):
 def test_the_font_outline_loses_no_heading_the_layout_conversion_finds(convert_once):
     data = (DATA / "2203.00274v2.pdf").read_bytes()  # no bookmarks
     outline = am.pdf_outline(data)
-    assert outline[:3] == ((1, "1 Introduction", 1), (1, "2 Preliminaries: TAPAS for Table Encoding", 2),
-                           (1, "3 TABLEFORMER: Robust Structural Table Encoding", 3))
-    assert (2, "5.7 Limitations of TABLEFORMER", 8) in outline and outline[-1] == (1, "References", 9)
+    assert entries(outline)[:3] == ((1, "1 Introduction", 1), (1, "2 Preliminaries: TAPAS for Table Encoding", 2),
+                                    (1, "3 TABLEFORMER: Robust Structural Table Encoding", 3))
+    assert (2, "5.7 Limitations of TABLEFORMER", 8) in entries(outline)
+    assert entries(outline)[-1] == (1, "References", 9)
     pdf = convert_once(data, max_pages=30)
     assert pdf.outline == outline  # pdf_to_markdown finds the same structure by itself
     by_layout = am.PaperText.from_pdf(dataclasses.replace(pdf, outline=())).sections  # Markdown headings only
@@ -689,7 +731,7 @@ def test_font_outlines_of_papers_without_bookmarks(arxiv_id):
     path = CORPUS / "pdf" / f"{arxiv_id.replace('/', '_')}.pdf"
     if not path.exists():
         pytest.skip("../shared/corpus is not beside this checkout")
-    assert [title for _, title, _ in am.pdf_outline(path.read_bytes())] == FONT_OUTLINES[arxiv_id]
+    assert [section.label for section in am.pdf_outline(path.read_bytes())] == FONT_OUTLINES[arxiv_id]
 
 
 def test_font_outline_of_a_synthetic_paper():
@@ -708,8 +750,8 @@ def test_font_outline_of_a_synthetic_paper():
         for row in range(20):  # a table of bold numbers
             for column in range(8):
                 page.insert_text((72 + 60 * column, 430 + 14 * row), f"{row}.{column}", fontname="hebo", fontsize=9)
-    assert am.pdf_outline(doc.tobytes()) == ((1, "1 Introduction", 1), (1, "2 Methods and Data", 2),
-                                             (1, "3 Results", 3))
+    assert entries(am.pdf_outline(doc.tobytes())) == ((1, "1 Introduction", 1), (1, "2 Methods and Data", 2),
+                                                      (1, "3 Results", 3))
 
 
 def test_a_failing_font_pass_costs_only_the_early_overview(env, monkeypatch):
@@ -734,7 +776,7 @@ def test_numbering_checks_the_parents_of_dotted_numbers():
 def test_unnumbered_body_names_after_numbered_sections_are_not_sections():
     def found(texts):
         lines = [am._Line(index * 100, text, True) for index, text in enumerate(texts)]
-        return [f"{number} {title}".strip() for _, number, title, _ in am._sections_from_headings(lines, "")]
+        return [section.label for section in am._detected(am._Text("", lines), "")]
 
     assert found(["1 Introduction", "2 Method", "Method", "Results", "3 Results", "Acknowledgments",
                   "References"]) == ["1 Introduction", "2 Method", "3 Results", "Acknowledgments", "References"]
@@ -745,20 +787,20 @@ def test_unnumbered_body_names_after_numbered_sections_are_not_sections():
 def test_bookmarks_are_placed_on_their_own_page():
     pages = ["Contents\n\n1 Introduction\n\n2 Methods\n\n3 Results\n\n",  # a table of contents
              "## 1 Introduction\n\nIntro text.\n\n## 3 Results\n\nThe results.\n\n## 2 Methods\n\nThe methods.\n\n"]
-    outline = ((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 2))
+    outline = outline_of((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 2))
     text = am.PaperText.from_pdf(am.PdfText(tuple(pages), 2, outline))
     # the table of contents is no section; the layout's reading order put 3 before 2, and each keeps its text
     assert [s.label for s in text.sections] == ["1 Introduction", "3 Results", "2 Methods"]
     assert [text.body(s).splitlines()[-1] for s in text.sections] == ["Intro text.", "The results.", "The methods."]
     pages = ["## 1 Introduction\n\nIntro text.\n\n", "## 2 Methods\n\nThe methods.\n\n", "## 3 Results\n\nR.\n\n"]
-    wrong_page = ((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 3))  # Introduction is on page 1
+    wrong_page = outline_of((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 3))  # it is on p. 1
     text = am.PaperText.from_pdf(am.PdfText(tuple(pages), 3, wrong_page))
     assert [(s.label, s.start) for s in text.sections][:2] == [("1 Introduction", 0), ("2 Methods", len(pages[0]))]
 
 
 def test_subsections_are_qualified_in_outline_order():
     markdown = "## I One\n\nx\n\n## II Two\n\ny\n\n## III Three\n\nz\n\n### C. Gamma\n\nw\n\n"
-    outline = ((1, "I One", 1), (1, "II Two", 1), (2, "C. Gamma", 1), (1, "III Three", 1))
+    outline = outline_of((1, "I One", 1), (1, "II Two", 1), (2, "C. Gamma", 1), (1, "III Three", 1))
     text = am.PaperText.from_pdf(am.PdfText((markdown,), 1, outline))
     assert [s.label for s in text.sections] == ["I One", "II Two", "III Three", "II.C Gamma"]
 
@@ -824,7 +866,7 @@ def test_overview_lists_sections_within_budget(env):
     assert overview.startswith("# arXiv Paper\n\n## Metadata")
     assert "## Abstract" in overview and "## Sections" in overview
     assert "8 pages" in overview and "in 9 sections" in overview
-    assert re.search(r"- \*\*I Introduction\*\* \([0-9,]+ chars, ~[0-9,]+ tokens\): It is often the case", overview)
+    assert re.search(r"- \*\*I Introduction\*\* \(≈[0-9,]+ chars, ~[0-9,]+ tokens\): It is often the case", overview)
     assert "  - **II.A Ordered Phase**" in overview
     assert 'section="full"' in overview
     assert len(overview) <= 4_000
@@ -857,9 +899,61 @@ def test_navigation_lines(env):
 def test_unknown_section_lists_the_choices(env):
     answer = call(paper="1111.2011v2", section="Methods")
     assert answer.startswith("**Error:** Section \"Methods\" matches no section")
-    assert '"I", "II", "III", "IV", "V", "References", "Acknowledgments"' in answer
+    assert ('Valid choices: "I" Introduction, "II" Self-consistent action in the large z limit, '
+            '"III" Critical point in N limit, "IV" Corrections at Finite N, "V" Discussion, "References", '
+            '"Acknowledgments";') in answer
     ambiguous = call(paper="1111.2011v2", section="i")
     assert "**Error:**" not in ambiguous  # "I" is a number before it is a prefix
+
+
+def listed_sizes(overview):
+    """{label: (whether the size is an estimate, chars)} of an overview's section list, in its order."""
+    rows = re.finditer(r"^ *- \*\*(?P<label>.+?)\*\* \((?P<approx>≈?)(?P<chars>[0-9,]+) chars", overview, re.M)
+    return {row["label"]: (row["approx"] == "≈", int(row["chars"].replace(",", ""))) for row in rows}
+
+
+def converted_overview(env, arxiv_id):
+    """The overview once the background conversion has filled the cache."""
+    call(paper=arxiv_id)  # starts the read, if nothing has yet
+    for _ in range(200):
+        if env.library.cached(arxiv_id):
+            break
+        time.sleep(0.05)
+    return call(paper=arxiv_id)
+
+
+def test_overview_sizes_are_the_sizes_a_read_shows(env):
+    sizes = listed_sizes(converted_overview(env, "1111.2011v2"))
+    assert len(sizes) == 9 and not any(estimated for estimated, _ in sizes.values())
+    for number, previous, following in [("II", "I Introduction", "III Critical point in N limit"),
+                                        ("IV", "III Critical point in N limit", "V Discussion")]:
+        navigation = call(paper="1111.2011v2", section=number).splitlines()[-1]
+        for label in (previous, following):
+            assert f'"{label}" ({sizes[label][1]:,} chars)' in navigation, (label, navigation)
+
+
+def test_an_overview_mid_conversion_has_converted_sizes_for_converted_sections(env, monkeypatch, convert_once):
+    step, delivered = paced_conversion(monkeypatch, convert_once)
+    for _ in range(3):
+        step.release()
+    call(paper="1111.2011v2", section="I")  # returns once pages 1-3 are converted
+    sizes = listed_sizes(call(paper="1111.2011v2"))
+    assert sizes["I Introduction"][0] is False and sizes["V Discussion"][0] is True
+    for _ in range(5):
+        step.release()
+    final = listed_sizes(converted_overview(env, "1111.2011v2"))
+    assert final["I Introduction"] == sizes["I Introduction"]
+
+
+def test_the_choices_of_an_unknown_section_stay_within_a_budget():
+    markdown = "".join(f"## {n} A section title about topic number {n}\n\nText.\n\n" for n in range(1, 81))
+    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
+    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, "Quantum gravity")
+    assert answer.startswith('**Error:** Section "Quantum gravity" matches no section. Valid choices: "1" A section')
+    assert re.search(r', … and [0-9]+ more; subsections by number', answer) and len(answer) < 1_300
+    shown = re.findall(r'"([0-9]+)" A section', answer)
+    assert shown == [str(n) for n in range(1, len(shown) + 1)] and 80 - len(shown) == int(
+        re.search(r"and ([0-9]+) more", answer)[1])
 
 
 def paced_conversion(monkeypatch, convert_once):
@@ -884,10 +978,14 @@ def test_overview_from_the_outline_does_not_wait_for_the_conversion(env, monkeyp
     assert delivered == [], "answered before any page was converted"
     assert "## Sections\n8 pages" in overview
     assert "  - **II.A Ordered Phase**" in overview and "- **V Discussion**" in overview
+    early = listed_sizes(overview)
+    assert all(estimated for estimated, _ in early.values()) and "≈: estimated from the PDF's text layer" in overview
     for _ in range(8):
         step.release()
     assert "## II Self-consistent" in call(paper="1111.2011v2", section="2")
-    assert call(paper="1111.2011v2") == overview  # the same overview once converted
+    converted = listed_sizes(converted_overview(env, "1111.2011v2"))
+    assert sorted(converted) == sorted(early), "the same sections once converted (in the converter's order)"
+    assert not any(estimated for estimated, _ in converted.values())
 
 
 def test_overview_without_an_outline_does_not_wait_for_the_conversion(env, monkeypatch, convert_once):
@@ -902,7 +1000,7 @@ def test_overview_without_an_outline_does_not_wait_for_the_conversion(env, monke
     assert len(delivered) == 2 and "## 1 Introduction" in introduction
     for _ in range(8):
         step.release()
-    assert call(paper="1111.2011v2") == overview  # the same overview once converted
+    assert sorted(listed_sizes(converted_overview(env, "1111.2011v2"))) == sorted(listed_sizes(overview))
 
 
 def test_a_section_is_answered_once_its_pages_are_converted(env, monkeypatch, convert_once):
@@ -912,10 +1010,14 @@ def test_a_section_is_answered_once_its_pages_are_converted(env, monkeypatch, co
     introduction = call(paper="1111.2011v2", section="I")
     assert len(delivered) == 3, delivered
     assert introduction.startswith("# Quantum Criticality") and "## I Introduction" in introduction
-    assert 'next "II Self-consistent action in the large z limit"' in introduction
+    # Section II runs to page 5: its size is not known yet.
+    assert introduction.endswith('next "II Self-consistent action in the large z limit" · the overview: omit section')
     for _ in range(5):
         step.release()
-    assert call(paper="1111.2011v2", section="I") == introduction
+    converted_overview(env, "1111.2011v2")
+    again = call(paper="1111.2011v2", section="I")
+    assert again.split("\n---\n")[0] == introduction.split("\n---\n")[0]
+    assert re.search(r'next "II Self-consistent action in the large z limit" \([0-9,]+ chars\)', again)
 
 
 @pytest.mark.parametrize("pdf, title", [
@@ -928,12 +1030,18 @@ def test_the_skim_overview_lists_the_sections_a_read_finds(pdf, title, convert_o
     skim = am.skim_pdf(data)
     text = am.PaperText.from_pdf(convert_once(data, max_pages=30, outline=am.pdf_outline(data)), title)
     # The same sections; a reference list without a heading may sit elsewhere in the two reading orders.
-    assert sorted((h.label, h.level) for h in skim.headings) == sorted((s.label, s.level) for s in text.sections)
-    numbered = [h.label for h in skim.headings if h.label[0].isupper() and " " in h.label and h.label[1] in " .I"]
+    assert sorted((r.section.label, r.section.level) for r in skim.sections) == sorted(
+        (s.label, s.level) for s in text.sections)
+    numbered = [r.section.label for r in skim.sections if r.section.number]
     assert numbered == [s.label for s in text.sections if s.label in numbered]
-    exact = {h.label: h.chars for h in am.overview_of(text).headings}
-    for heading in skim.headings:
-        assert exact[heading.label] / 2.5 - 500 <= heading.chars <= exact[heading.label] * 2.5 + 500, heading
+    # Sizes from the raw text layer are estimates: measured on the corpus, the paper's whole is within 20 %
+    # (0.83 to 1.08 on all 17 corpus papers with an outline) and a typical section within 25 % (median ratio).
+    assert skim.estimated and all(row.estimated for row in skim.sections)
+    exact = {s.label: s.chars for s in text.sections}
+    ratios = [row.section.chars / exact[row.section.label] for row in skim.sections]
+    assert 0.75 <= statistics.median(ratios) <= 1.25, ratios
+    top = [row.section for row in skim.sections if row.section.level == 1]
+    assert 0.8 <= sum(s.chars for s in top) / sum(exact[s.label] for s in top) <= 1.2
 
 
 def test_without_outline_or_headings_the_overview_waits_for_the_text():
@@ -947,7 +1055,7 @@ def test_outline_with_appendices_and_unbookmarked_back_matter():
     if not path.exists():
         pytest.skip("../shared/corpus is not beside this checkout")
     skim = am.skim_pdf(path.read_bytes())
-    assert [(h.level, h.label) for h in skim.headings] == [
+    assert [(row.section.level, row.section.label) for row in skim.sections] == [
         (1, "1 Introduction"), (1, "2 The AutoGen Framework"), (2, "2.1 Conversable Agents"),
         (2, "2.2 Conversation Programming"), (1, "3 Applications of AutoGen"), (1, "4 Discussion"),
         (1, "Acknowledgements"), (1, "References"), (1, "A Related Work"), (1, "B Expanded Discussion"),
@@ -968,9 +1076,9 @@ def test_outline_overviews_of_the_corpus_stay_within_budget(path):
     paper = am.parse_feed(ATOM_1111).papers[0]
     overview = am.format_overview(paper, skim)
     assert len(overview) <= 8_000
-    assert skim.headings and all(am._looks_like_heading(h.label) or len(h.label) < 100 for h in skim.headings)
-    labels = [h.label for h in skim.headings]
-    assert len(labels) == len(set(labels)) or len(labels) > 20
+    labels = [row.section.label for row in skim.sections]
+    assert labels and all(am._looks_like_heading(label) for label in labels)
+    assert len(labels) == len(set(labels)), "no section is listed twice"
 
 
 @pytest.mark.parametrize("path", corpus_pdfs(), ids=lambda p: p.stem)
@@ -1130,11 +1238,13 @@ def test_fault_matrix(env, fault, through):
     assert "## I Introduction" in call(paper="1111.2011", section="full"), "the next call works"
 
 
-def test_unexpected_failures_become_a_message_and_the_next_call_works(env, monkeypatch):
-    monkeypatch.setattr(am, "format_overview", lambda *a, **k: 1 / 0)
-    answer = call(paper="1111.2011v2")
+def test_unexpected_failures_become_a_message_and_the_next_call_works(env):
+    with pytest.MonkeyPatch.context() as patch:  # only this patch is undone, not the fake arXiv
+        patch.setattr(am, "format_overview", lambda *a, **k: 1 / 0)
+        answer = call(paper="1111.2011v2")
     assert answer == "**Error:** an internal error occurred (ZeroDivisionError); the server is still running."
-    monkeypatch.undo()
+    assert call(paper="1111.2011v2").startswith("# arXiv Paper\n\n## Metadata")
+    assert "## V Discussion" in call(paper="1111.2011v2", section="V")
 
 
 def test_concurrent_reads_share_one_download(env):
@@ -1144,7 +1254,8 @@ def test_concurrent_reads_share_one_download(env):
         t.start()
     for t in threads:
         t.join()
-    assert len(set(results)) == 1 and results[0].startswith("# arXiv Paper")
+    # Each one an overview of the same sections; their sizes become exact as pages are converted.
+    assert len({tuple(sorted(listed_sizes(r))) for r in results}) == 1 and len(listed_sizes(results[0])) == 9
     assert sorted(urllib.parse.urlsplit(u).path for u in env.urls) == ["/api/query", "/pdf/1111.2011v2"]
 
 
@@ -1367,9 +1478,16 @@ def test_build_search_never_raises_anything_but_arxiv_error(query, categories, s
 @hsettings(max_examples=200, deadline=None)
 def test_section_selector_never_raises(section):
     text = am.PaperText("## 1 Intro\nx\n## 2 Methods\ny\n",
-                        (am.Section("1", "Intro", 1, 0, 13), am.Section("2", "Methods", 1, 13, 27)), 1, 1)
+                        (am.Section("1", "Intro", 1, start=0, end=13), am.Section("2", "Methods", 1, start=13, end=27)),
+                        1, 1)
     paper = am.parse_feed(ATOM_1111).papers[0]
-    assert isinstance(am.format_sections(paper, text, section), str)
+    answer = am.format_sections(paper, text, section)
+    if answer.startswith(am.ERROR):  # a short answer that names the choices
+        assert len(answer) < 500 and ('Valid choices: "1" Intro, "2" Methods;' in answer
+                                      or "No section named" in answer), answer
+    else:
+        assert answer.startswith(f"# {paper.title}") and answer.count("\nNavigation: ") in (1, 2)
+        assert ("## 1 Intro\nx" in answer) + ("## 2 Methods\ny" in answer) == answer.count("\nNavigation: ")
 
 
 def feed_answer(env, name):
