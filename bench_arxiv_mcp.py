@@ -12,87 +12,23 @@ an otherwise idle machine.
 import argparse
 import asyncio
 import dataclasses
-import http.server
 import os
 import re
 import shutil
 import statistics
 import sys
-import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
 import arxiv_mcp as am
+from test_arxiv_mcp import corpus_answer, serve
 
 HERE = Path(__file__).parent
-ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
-<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" xmlns:arxiv="http://arxiv.org/schemas/atom"
-      xmlns="http://www.w3.org/2005/Atom">
-  <opensearch:totalResults>1</opensearch:totalResults>
-  <opensearch:startIndex>0</opensearch:startIndex>
-  <entry>
-    <id>http://arxiv.org/abs/{id}</id>
-    <title>Benchmark paper {id}</title>
-    <updated>2020-01-01T00:00:00Z</updated>
-    <published>2020-01-01T00:00:00Z</published>
-    <summary>Abstract of {id}.</summary>
-    <author><name>A. Author</name></author>
-    <category term="cs.CL" scheme="http://arxiv.org/schemas/atom"/>
-    <arxiv:primary_category term="cs.CL"/>
-  </entry>
-</feed>
-"""
-
-
 def corpus_id(path: Path) -> str | None:
     """The arXiv id of a corpus file: 'cond-mat_0406362v1.pdf' -> 'cond-mat/0406362v1',
     '2206.01062v1-pg1-4.pdf' (an excerpt) -> '2206.01062v1'."""
     return am.parse_arxiv_id(path.stem.split("-pg")[0].replace("_", "/", 1))
-
-
-Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
-
-
-def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServer:
-    """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
-    gives (body, content type), or None for a 404.  Also used by the tests."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            time.sleep(latency)
-            parts = urllib.parse.urlsplit(self.path)
-            found = answer(parts.path, urllib.parse.parse_qs(parts.query))
-            if found is None:
-                self.send_error(404)
-                return
-            body, kind = found
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def corpus_answer(pdfs: dict[str, bytes]) -> Answer:
-    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID."""
-
-    def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
-        if path.startswith("/pdf/") and path[5:] in pdfs:
-            return pdfs[path[5:]], "application/pdf"
-        if path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
-            return ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
-        return None
-
-    return answer
 
 
 def timed(function, *args, **kwargs) -> tuple[float, object]:
@@ -117,7 +53,7 @@ def structure(data: bytes, max_pages: int) -> str:
     import pymupdf
 
     with pymupdf.open(stream=data, filetype="pdf") as doc:
-        if len(am._bookmarks(am._outline(doc))) >= am._MIN_OUTLINE_ENTRIES:
+        if len(am._bookmark_outline(doc)) >= am._MIN_OUTLINE_ENTRIES:
             return "bookmarks"
     return "fonts" if am.skim_pdf(data, max_pages) is not None else "none"
 
@@ -146,7 +82,7 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
             pymupdf4llm.use_layout(True)
         font_seconds, outline = timed(am.pdf_outline, data, max_pages)
         by_font = {s.label for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections}
-        lost = sorted(label for label in by_layout if am._key(label) not in {am._key(f) for f in by_font})
+        lost = sorted(label for label in by_layout if am._match_key(label) not in {am._match_key(f) for f in by_font})
         row = [len(pdf.pages), layout_seconds, len(by_layout), legacy_seconds, len(am.find_sections(legacy)),
                font_seconds, len(by_font), len(lost)]
         totals = [total + value for total, value in zip(totals, row)]

@@ -6,6 +6,7 @@ import asyncio
 import email.message
 import dataclasses
 import hashlib
+import http.server
 import io
 import multiprocessing
 import re
@@ -17,6 +18,7 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -834,7 +836,7 @@ def test_candidate_filter_rejects_sentence_fragments_and_running_headers():
 
 
 # ---------------------------------------------------------------------------
-# Reading through the tool and arxiv_markdown
+# Reading: the overview, sections and navigation
 # ---------------------------------------------------------------------------
 
 
@@ -872,6 +874,18 @@ def test_overview_lists_sections_within_budget(env):
     assert len(overview) <= 4_000
 
 
+def test_overview_budget_holds_for_a_long_outline():
+    markdown = "".join(f"## {n} A long section title about topic number {n} with more words\n"
+                       f"{'Sentence that goes on and on about the results. ' * 40}\n"
+                       for n in range(1, 61))
+    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
+    overview = am.format_overview(am.parse_feed(ATOM_1111).papers[0], am.overview_of(text))
+    assert len(text.sections) == 60
+    assert 4_000 < len(overview) <= 8_000
+    rows = [line for line in overview.splitlines() if line.startswith("- **") and "tokens)" in line]
+    assert len(rows) == 60 and all(row.endswith("tokens)") for row in rows)  # first sentences dropped to fit
+
+
 def test_section_by_number_title_roman_and_several(env):
     by_number = call(paper="1111.2011v2", section="II")
     assert by_number.startswith("# Quantum Criticality for Extended Nodes")
@@ -906,6 +920,17 @@ def test_unknown_section_lists_the_choices(env):
     assert "**Error:**" not in ambiguous  # "I" is a number before it is a prefix
 
 
+def test_the_choices_of_an_unknown_section_stay_within_a_budget():
+    markdown = "".join(f"## {n} A section title about topic number {n}\n\nText.\n\n" for n in range(1, 81))
+    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
+    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, "Quantum gravity")
+    assert answer.startswith('**Error:** Section "Quantum gravity" matches no section. Valid choices: "1" A section')
+    assert re.search(r', … and [0-9]+ more; subsections by number', answer) and len(answer) < 1_300
+    shown = re.findall(r'"([0-9]+)" A section', answer)
+    assert shown == [str(n) for n in range(1, len(shown) + 1)] and 80 - len(shown) == int(
+        re.search(r"and ([0-9]+) more", answer)[1])
+
+
 def listed_sizes(overview):
     """{label: (whether the size is an estimate, chars)} of an overview's section list, in its order."""
     rows = re.finditer(r"^ *- \*\*(?P<label>.+?)\*\* \((?P<approx>≈?)(?P<chars>[0-9,]+) chars", overview, re.M)
@@ -932,28 +957,39 @@ def test_overview_sizes_are_the_sizes_a_read_shows(env):
             assert f'"{label}" ({sizes[label][1]:,} chars)' in navigation, (label, navigation)
 
 
-def test_an_overview_mid_conversion_has_converted_sizes_for_converted_sections(env, monkeypatch, convert_once):
-    step, delivered = paced_conversion(monkeypatch, convert_once)
-    for _ in range(3):
-        step.release()
-    call(paper="1111.2011v2", section="I")  # returns once pages 1-3 are converted
-    sizes = listed_sizes(call(paper="1111.2011v2"))
-    assert sizes["I Introduction"][0] is False and sizes["V Discussion"][0] is True
-    for _ in range(5):
-        step.release()
-    final = listed_sizes(converted_overview(env, "1111.2011v2"))
-    assert final["I Introduction"] == sizes["I Introduction"]
+def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypatch):
+    settings = am.Settings(max_chars=12_000, deadline=600)
+    monkeypatch.setattr(env.library, "settings", settings)
+    document = call(paper="1111.2011v2", section="full")
+    assert len(document) <= 12_000
+    note = document.splitlines()[-1]
+    assert re.match(r"\[Truncated: showed [0-9,]+ of [0-9,]+ characters \(ARXIV_MAX_CHARS\)\.", note)
+    assert re.search(r'The cut fell in section "II[^"]*"; continue with section="II', note)
+    assert "Source: https://arxiv.org/pdf/1111.2011v2" in note
 
 
-def test_the_choices_of_an_unknown_section_stay_within_a_budget():
-    markdown = "".join(f"## {n} A section title about topic number {n}\n\nText.\n\n" for n in range(1, 81))
-    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
-    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, "Quantum gravity")
-    assert answer.startswith('**Error:** Section "Quantum gravity" matches no section. Valid choices: "1" A section')
-    assert re.search(r', … and [0-9]+ more; subsections by number', answer) and len(answer) < 1_300
-    shown = re.findall(r'"([0-9]+)" A section', answer)
-    assert shown == [str(n) for n in range(1, len(shown) + 1)] and 80 - len(shown) == int(
-        re.search(r"and ([0-9]+) more", answer)[1])
+def test_page_cap_is_reported(env, monkeypatch):
+    settings = am.Settings(max_pages=2, deadline=600)
+    monkeypatch.setattr(env.library, "settings", settings)
+    overview = call(paper="1111.2011v2")
+    assert "Only the first 2 of 8 pages are read (ARXIV_MAX_PAGES)." in overview
+    full = call(paper="1111.2011v2", section="full")
+    assert "Only the first 2 of 8 pages" in full
+
+
+def test_argument_errors(env):
+    assert "not both" in call(paper="1111.2011v2", query="bethe lattice")
+    assert "give `paper`" in call()
+    bad = call(paper="https://evil.com/abs/2205.01491")
+    assert bad.startswith("**Error:** `https://evil.com/abs/2205.01491` is not an arXiv paper")
+    huge = call(paper="x" * 1_000_000)
+    assert len(huge) < 500
+    assert env.requests == []
+
+
+# ---------------------------------------------------------------------------
+# Reading: answers that do not wait for the whole conversion
+# ---------------------------------------------------------------------------
 
 
 def paced_conversion(monkeypatch, convert_once):
@@ -1020,6 +1056,19 @@ def test_a_section_is_answered_once_its_pages_are_converted(env, monkeypatch, co
     assert re.search(r'next "II Self-consistent action in the large z limit" \([0-9,]+ chars\)', again)
 
 
+def test_an_overview_mid_conversion_has_converted_sizes_for_converted_sections(env, monkeypatch, convert_once):
+    step, delivered = paced_conversion(monkeypatch, convert_once)
+    for _ in range(3):
+        step.release()
+    call(paper="1111.2011v2", section="I")  # returns once pages 1-3 are converted
+    sizes = listed_sizes(call(paper="1111.2011v2"))
+    assert sizes["I Introduction"][0] is False and sizes["V Discussion"][0] is True
+    for _ in range(5):
+        step.release()
+    final = listed_sizes(converted_overview(env, "1111.2011v2"))
+    assert final["I Introduction"] == sizes["I Introduction"]
+
+
 @pytest.mark.parametrize("pdf, title", [
     ("1111.2011v2.pdf", "Quantum Criticality for Extended Nodes on a Bethe Lattice in the Large Connectivity Limit"),
     ("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB"),
@@ -1048,6 +1097,35 @@ def test_without_outline_or_headings_the_overview_waits_for_the_text():
     data = (DATA / "cond-mat_0406362v1.pdf").read_bytes()  # a two-page letter: one heading
     assert len(am.pdf_outline(data)) < 3
     assert am.skim_pdf(data) is None
+
+
+def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, convert_once):
+    release = threading.Event()
+
+    def slow_convert(data, **options):
+        release.wait(10)
+        return convert_once(data, **options)
+
+    monkeypatch.setattr(am, "pdf_to_markdown", slow_convert)
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))  # metadata arrives well before
+    # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
+    monkeypatch.setattr(env.library.limiter, "interval", 0)
+    early = call(paper="1111.2011v2", section="full")  # the full text waits for the conversion
+    assert "## Abstract\nTheoretical description" in early
+    assert "## Full Text (PDF)\nThe full text is unavailable: the conversion was still running at the 2 s " \
+           "deadline (ARXIV_DEADLINE)" in early
+    release.set()
+    for _ in range(100):  # the background read fills the cache
+        if env.library.cached("1111.2011v2"):
+            break
+        threading.Event().wait(0.05)
+    assert "## I Introduction" in call(paper="1111.2011v2", section="full")
+    assert len(env.requests) == 2
+
+
+# ---------------------------------------------------------------------------
+# Reading: every corpus paper
+# ---------------------------------------------------------------------------
 
 
 def test_outline_with_appendices_and_unbookmarked_back_matter():
@@ -1102,36 +1180,9 @@ def test_every_corpus_paper_reads_the_same_twice(path, env, monkeypatch):
     assert documents[1] == document
 
 
-def test_overview_budget_holds_for_a_long_outline():
-    markdown = "".join(f"## {n} A long section title about topic number {n} with more words\n"
-                       f"{'Sentence that goes on and on about the results. ' * 40}\n"
-                       for n in range(1, 61))
-    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
-    overview = am.format_overview(am.parse_feed(ATOM_1111).papers[0], am.overview_of(text))
-    assert len(text.sections) == 60
-    assert 4_000 < len(overview) <= 8_000
-    rows = [line for line in overview.splitlines() if line.startswith("- **") and "tokens)" in line]
-    assert len(rows) == 60 and all(row.endswith("tokens)") for row in rows)  # first sentences dropped to fit
-
-
-def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypatch):
-    settings = am.Settings(max_chars=12_000, deadline=600)
-    monkeypatch.setattr(env.library, "settings", settings)
-    document = call(paper="1111.2011v2", section="full")
-    assert len(document) <= 12_000
-    note = document.splitlines()[-1]
-    assert re.match(r"\[Truncated: showed [0-9,]+ of [0-9,]+ characters \(ARXIV_MAX_CHARS\)\.", note)
-    assert re.search(r'The cut fell in section "II[^"]*"; continue with section="II', note)
-    assert "Source: https://arxiv.org/pdf/1111.2011v2" in note
-
-
-def test_page_cap_is_reported(env, monkeypatch):
-    settings = am.Settings(max_pages=2, deadline=600)
-    monkeypatch.setattr(env.library, "settings", settings)
-    overview = call(paper="1111.2011v2")
-    assert "Only the first 2 of 8 pages are read (ARXIV_MAX_PAGES)." in overview
-    full = call(paper="1111.2011v2", section="full")
-    assert "Only the first 2 of 8 pages" in full
+# ---------------------------------------------------------------------------
+# Reading: failures degrade, leak nothing, and the next call works
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -1153,16 +1204,6 @@ def test_transient_pdf_failure_is_not_cached(env):
     env.script["/pdf/"] = [http_error("u", 503) for _ in range(4)]
     assert "could not be reached" in call(paper="1111.2011v2")
     assert "## Sections\n8 pages" in call(paper="1111.2011v2")
-
-
-def test_argument_errors(env):
-    assert "not both" in call(paper="1111.2011v2", query="bethe lattice")
-    assert "give `paper`" in call()
-    bad = call(paper="https://evil.com/abs/2205.01491")
-    assert bad.startswith("**Error:** `https://evil.com/abs/2205.01491` is not an arXiv paper")
-    huge = call(paper="x" * 1_000_000)
-    assert len(huge) < 500
-    assert env.requests == []
 
 
 class ResetMidBody(FakeResponse):
@@ -1247,6 +1288,25 @@ def test_unexpected_failures_become_a_message_and_the_next_call_works(env):
     assert "## V Discussion" in call(paper="1111.2011v2", section="V")
 
 
+def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
+    settings = am.Settings(api_url="https://user:s3cret@gateway.example/api/query", deadline=600)
+    monkeypatch.setattr(env.library, "settings", settings)
+    env.script["gateway.example"] = [urllib.error.URLError(OSError(2, "No such file: /home/user/.netrc"))] * 10
+    answer = call(query="anything")
+    assert answer.startswith("**Error:** arXiv could not be reached: a network error occurred")
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=600))
+    monkeypatch.setattr(am, "format_overview", lambda *a, **k: open("/nonexistent/secret/path"))
+    broken = call(paper="1111.2011v2")
+    assert broken == "**Error:** an internal error occurred (FileNotFoundError); the server is still running."
+    for text in (answer, broken, caplog.text):
+        assert "s3cret" not in text and "/home/user" not in text and "/nonexistent" not in text
+
+
+# ---------------------------------------------------------------------------
+# Reading: many calls, one download each, a bounded cache
+# ---------------------------------------------------------------------------
+
+
 def test_concurrent_reads_share_one_download(env):
     results = []
     threads = [threading.Thread(target=lambda: results.append(call(paper="1111.2011v2"))) for _ in range(8)]
@@ -1281,30 +1341,6 @@ def test_cache_is_bounded_by_count(env):
     assert library.cached("1111.2011v2") is None and library.cached("1111.2011") is not None
 
 
-def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, convert_once):
-    release = threading.Event()
-
-    def slow_convert(data, **options):
-        release.wait(10)
-        return convert_once(data, **options)
-
-    monkeypatch.setattr(am, "pdf_to_markdown", slow_convert)
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))  # metadata arrives well before
-    # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
-    monkeypatch.setattr(env.library.limiter, "interval", 0)
-    early = call(paper="1111.2011v2", section="full")  # the full text waits for the conversion
-    assert "## Abstract\nTheoretical description" in early
-    assert "## Full Text (PDF)\nThe full text is unavailable: the conversion was still running at the 2 s " \
-           "deadline (ARXIV_DEADLINE)" in early
-    release.set()
-    for _ in range(100):  # the background read fills the cache
-        if env.library.cached("1111.2011v2"):
-            break
-        threading.Event().wait(0.05)
-    assert "## I Introduction" in call(paper="1111.2011v2", section="full")
-    assert len(env.requests) == 2
-
-
 def test_reads_of_different_papers_keep_the_per_host_spacing(env):
     env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
     starts = []
@@ -1323,20 +1359,6 @@ def test_reads_of_different_papers_keep_the_per_host_spacing(env):
     starts.sort()
     assert len(starts) == 4
     assert all(b - a >= 3.0 for a, b in zip(starts, starts[1:]))
-
-
-def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
-    settings = am.Settings(api_url="https://user:s3cret@gateway.example/api/query", deadline=600)
-    monkeypatch.setattr(env.library, "settings", settings)
-    env.script["gateway.example"] = [urllib.error.URLError(OSError(2, "No such file: /home/user/.netrc"))] * 10
-    answer = call(query="anything")
-    assert answer.startswith("**Error:** arXiv could not be reached: a network error occurred")
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=600))
-    monkeypatch.setattr(am, "format_overview", lambda *a, **k: open("/nonexistent/secret/path"))
-    broken = call(paper="1111.2011v2")
-    assert broken == "**Error:** an internal error occurred (FileNotFoundError); the server is still running."
-    for text in (answer, broken, caplog.text):
-        assert "s3cret" not in text and "/home/user" not in text and "/nonexistent" not in text
 
 
 # ---------------------------------------------------------------------------
@@ -1536,6 +1558,7 @@ def test_search_no_results_and_error_feed(env):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.mcp
 def test_server_registers_exactly_one_tool_with_annotations():
     server = am.build_server()
     tools = asyncio.run(server.list_tools())
@@ -1550,6 +1573,29 @@ def test_server_registers_exactly_one_tool_with_annotations():
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
 
 
+@pytest.mark.mcp
+def test_the_schema_build_search_and_the_next_page_call_agree_on_the_search_defaults():
+    import inspect
+
+    tool = asyncio.run(am.build_server().list_tools())[0].model_dump(by_alias=True)
+    properties = tool["inputSchema"]["properties"]
+    builder = inspect.signature(am.build_search).parameters
+    for name, parameter in am.SEARCH_PARAMETERS.items():
+        assert properties[name].get("default") == parameter.default, name
+        assert properties[name]["description"] == parameter.help, name
+        assert builder[name].default == parameter.default, name
+        assert inspect.signature(am.arxiv_tool).parameters[name].default == parameter.default, name
+    request = am.build_search(query="spin chains")
+    assert request.call() == "arxiv(query='spin chains')"  # every default left out
+    changed = {"categories": ["cond-mat.str-el"], "submitted_from": "2020-01-01", "sort": "submitted",
+               "order": "ascending", "max_results": 5, "start": 20}
+    call_text = am.build_search(query="spin chains", **changed).call()
+    assert call_text == ("arxiv(query='spin chains', categories=['cond-mat.str-el'], submitted_from='2020-01-01', "
+                         "sort='submitted', order='ascending', max_results=5, start=20)")
+    assert list(am.SEARCH_PARAMETERS) == list(properties)[2:]  # the schema lists them in the table's order
+
+
+@pytest.mark.mcp
 def test_tool_call_through_the_server(env):
     server = am.build_server()
     result = asyncio.run(server.call_tool("arxiv", {"paper": "1111.2011v2", "section": "V"}))
@@ -1562,11 +1608,75 @@ def test_tool_call_through_the_server(env):
 # ---------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------
+# A loopback stand-in for arXiv, for the end-to-end tests and the benchmark
+# ---------------------------------------------------------------------------
+
+ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
+<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" xmlns:arxiv="http://arxiv.org/schemas/atom"
+      xmlns="http://www.w3.org/2005/Atom">
+  <opensearch:totalResults>1</opensearch:totalResults>
+  <opensearch:startIndex>0</opensearch:startIndex>
+  <entry>
+    <id>http://arxiv.org/abs/{id}</id>
+    <title>Benchmark paper {id}</title>
+    <updated>2020-01-01T00:00:00Z</updated>
+    <published>2020-01-01T00:00:00Z</published>
+    <summary>Abstract of {id}.</summary>
+    <author><name>A. Author</name></author>
+    <category term="cs.CL" scheme="http://arxiv.org/schemas/atom"/>
+    <arxiv:primary_category term="cs.CL"/>
+  </entry>
+</feed>
+"""
+
+
+Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
+
+
+def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServer:
+    """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
+    gives (body, content type), or None for a 404.  The benchmark uses it too."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            time.sleep(latency)
+            parts = urllib.parse.urlsplit(self.path)
+            found = answer(parts.path, urllib.parse.parse_qs(parts.query))
+            if found is None:
+                self.send_error(404)
+                return
+            body, kind = found
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def corpus_answer(pdfs: dict[str, bytes]) -> Answer:
+    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID."""
+
+    def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
+        if path.startswith("/pdf/") and path[5:] in pdfs:
+            return pdfs[path[5:]], "application/pdf"
+        if path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
+            return ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
+        return None
+
+    return answer
+
+
 @pytest.fixture(scope="module")
 def loopback_arxiv():
     """A stand-in for arXiv on 127.0.0.1 serving the test data; yields its base URL."""
-    from bench_arxiv_mcp import serve
-
     search = (DATA / "2016_search_quantum_criticality_2results.xml").read_bytes()
 
     def answer(path, query):
@@ -1631,6 +1741,7 @@ def check_exchange(seen):
     assert "## V Discussion" in seen["still alive"]
 
 
+@pytest.mark.mcp
 @pytest.mark.parametrize("workers, progress_pages", [(0, list(range(1, 9))), (2, [2, 4, 6, 8])])
 def test_stdio_end_to_end_with_the_sdk_client(workers, progress_pages, loopback_arxiv, tmp_path):
     import sys
@@ -1673,6 +1784,7 @@ def free_port():
         return probe.getsockname()[1]
 
 
+@pytest.mark.mcp
 def test_http_mode_serves_the_same_tool(loopback_arxiv, tmp_path):
     import subprocess
     import sys
