@@ -1285,7 +1285,8 @@ def test_unexpected_failures_become_a_message_and_the_next_call_works(env):
         answer = call(paper="1111.2011v2")
     assert answer == "**Error:** an internal error occurred (ZeroDivisionError); the server is still running."
     assert call(paper="1111.2011v2").startswith("# arXiv Paper\n\n## Metadata")
-    assert "## V Discussion" in call(paper="1111.2011v2", section="V")
+    env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
+    assert "## V Discussion" in call(paper="1111.2011", section="V")  # a cold read: download and conversion
 
 
 def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
