@@ -35,7 +35,6 @@ import inspect
 import itertools
 import logging
 import math
-import multiprocessing
 import re
 import socket
 import sys
@@ -48,9 +47,6 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -80,11 +76,10 @@ class Settings:
     retries: int = 3  # ARXIV_RETRIES: retries after a 429, a 5xx or a network fault
     deadline: float = 60.0  # ARXIV_DEADLINE: seconds one tool call may take
     max_chars: int = 50_000  # ARXIV_MAX_CHARS: characters in one answer
-    max_pages: int = 30  # ARXIV_MAX_PAGES: pages converted per paper
+    max_pages: int = 30  # ARXIV_MAX_PAGES: pages of the full text, and most pages converted for one answer
     max_pdf_mb: float = 50.0  # ARXIV_MAX_PDF_MB: largest PDF downloaded
     cache_papers: int = 16  # ARXIV_CACHE_PAPERS: converted papers kept in memory
     cache_mb: float = 200.0  # ARXIV_CACHE_MB: memory budget of that cache
-    workers: int = 0  # ARXIV_WORKERS: processes converting pages in parallel; 0: in the server process
 
     @property
     def max_pdf_bytes(self) -> int:
@@ -610,9 +605,11 @@ def fetch_metadata(arxiv_id: str, *, deadline: float | None = None, settings: Se
 # PDF: download, validation, conversion to Markdown
 # ---------------------------------------------------------------------------
 
-# MuPDF is not thread-safe: one conversion at a time in this process.
+# MuPDF is not thread-safe: every use of it in this process holds this lock, for one page (or one structure
+# pass) at a time, so that other work goes between the pages of a long conversion.
 _PDF_LOCK = threading.Lock()
-_MIN_TEXT_CHARS = 200  # fewer characters of text on the converted pages means a scanned paper
+_MIN_TEXT_CHARS = 200  # fewer characters of text in a whole PDF means a scanned paper
+_MAX_STRUCTURE_PAGES = 300  # pages the structure pass reads (a few ms each); a longer PDF is a book or a thesis
 
 
 def check_pdf(data: bytes, content_type: str = "") -> None:
@@ -644,11 +641,12 @@ def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Setting
 
 @dataclass(frozen=True)
 class PdfText:
-    """A PDF converted to Markdown, one string per converted page."""
+    """A PDF converted to Markdown, one string per page up to the last converted one."""
 
     pages: tuple[str, ...]
     page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
     outline: "Outline"  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
+    missing: frozenset[int] = frozenset()  # pages (from 1) not converted yet, whose strings are empty
 
     @property
     def markdown(self) -> str:
@@ -689,141 +687,48 @@ def _page_markdown(doc: "pymupdf.Document", number: int) -> str:
 
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
                     on_page: Callable[["PdfText", int], None] | None = None,
-                    outline: "Outline | None" = None, workers: "ConversionWorkers | None" = None) -> PdfText:
+                    outline: "Outline | None" = None) -> PdfText:
     """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
 
     Converts at most ``max_pages`` pages (default: ``SETTINGS.max_pages``),
-    without OCR and without page footers (page numbers), in this process or,
-    given ``workers``, in their processes.  The result carries
-    ``outline``, the paper's structure, or ``pdf_outline``'s.  After each page
-    (each range of pages with workers), ``on_page(text_so_far, pages_to_convert)``
-    is called.  pymupdf4llm's layout mode gives the
-    same text page by page as for the whole document, and it is the mode that
-    finds section headings.  Raises ArxivError for corrupt, encrypted or empty
-    PDFs and for PDFs without a text layer (scans).  Nothing is written to
-    disk or stdout: what pymupdf4llm prints goes to stderr while it converts
-    (``contextlib.redirect_stdout``, which acts on the whole process).
+    without OCR and without page footers (page numbers).  The result carries
+    ``outline``, the paper's structure, or ``pdf_outline``'s.  After each page,
+    ``on_page(text_so_far, pages_to_convert)`` is called.  MuPDF's lock is
+    taken for one page at a time, so other threads' work goes between pages.
+    pymupdf4llm's layout mode gives the same text page by page as for the
+    whole document, and it is the mode that finds section headings.  Raises
+    ArxivError for corrupt, encrypted or empty PDFs and for PDFs without a
+    text layer (scans).  Nothing is written to disk or stdout: what pymupdf4llm
+    prints goes to stderr while it converts (``contextlib.redirect_stdout``,
+    which acts on the whole process).
     """
     pages: list[str] = []
-
-    def add(converted: list[str]) -> None:
-        pages.extend(converted)
-        if on_page:
-            on_page(PdfText(tuple(pages), page_count, outline), total)
-
+    with _PDF_LOCK:
+        doc = _open_pdf(data)
     try:
         with _PDF_LOCK:
-            doc = _open_pdf(data)
-            try:
-                total = _pages_to_read(doc, max_pages)
-                outline = _paper_outline(doc, total) if outline is None else tuple(outline)
-                page_count = doc.page_count
-                if not workers:
-                    for number in range(total):
-                        add([_page_markdown(doc, number)])
-            finally:
-                doc.close()
-        if workers:
-            for converted in workers.convert(data, total):
-                add(converted)
+            total, page_count = _pages_to_read(doc, max_pages), doc.page_count
+            outline = _paper_outline(doc, min(page_count, _MAX_STRUCTURE_PAGES)) if outline is None else outline
+        for number in range(total):
+            with _PDF_LOCK:
+                pages.append(_page_markdown(doc, number))
+            if on_page:
+                on_page(PdfText(tuple(pages), page_count, outline), total)
     except ArxivError:
         raise
     except Exception as error:
         log.warning("conversion failed: %s", type(error).__name__)
         raise ArxivError("The PDF could not be converted to text (it may be damaged).") from None
+    finally:
+        with _PDF_LOCK:
+            doc.close()
     text = PdfText(tuple(pages), page_count, outline)
     if len(re.sub(r"\s+", "", text.markdown)) < _MIN_TEXT_CHARS:
-        raise ArxivError("The PDF has no text layer (it is a scan); this server does not run OCR.")
+        raise ArxivError(_SCANNED)
     return text
 
 
-_WORKER_PAGES = 3  # most pages per worker task: on the longest corpus paper 3 beat 5 and 15 (7.9 s, 8.7 s, 8.7 s)
-_WORKER_IDLE = 60.0  # seconds without work before the workers exit and give their memory back
-
-
-def _init_worker() -> None:
-    """Set up a conversion worker process.  Its stdout is the server's, the
-    protocol pipe, so file descriptor 1 goes to stderr.  onnxruntime gets one
-    thread: with its default of one per core, two workers fight over the
-    cores (measured on the longest corpus paper: 2 workers take 0.82x the
-    in-process time with the default and 5-page ranges, 0.63x with one thread each and 3-page ranges)."""
-    os.dup2(2, 1)
-    import onnxruntime
-
-    class OneThread(onnxruntime.SessionOptions):
-        def __init__(self) -> None:
-            super().__init__()
-            self.intra_op_num_threads = self.inter_op_num_threads = 1
-
-    onnxruntime.SessionOptions = OneThread  # pymupdf's layout model makes its sessions with it
-
-
-def _convert_pages(data: bytes, numbers: Sequence[int]) -> list[str]:
-    """A worker's task: the Markdown of some pages of a PDF."""
-    doc = _open_pdf(data)
-    try:
-        return [_page_markdown(doc, number) for number in numbers]
-    finally:
-        doc.close()
-
-
-class ConversionWorkers:
-    """Processes that convert a PDF's pages in parallel (``ARXIV_WORKERS``).
-
-    They start on first use (about 2 s) and exit after ``idle`` seconds
-    without work.  Each holds its own copy of the layout model (about 400 MB
-    while converting), so they trade memory for speed: see the README's
-    benchmark.  A worker that dies fails the conversion in progress with a
-    transient error; the next conversion starts new workers.
-    """
-
-    def __init__(self, count: int, idle: float = _WORKER_IDLE):
-        self.count, self.idle = count, idle
-        self._lock = threading.Lock()
-        self._executor: ProcessPoolExecutor | None = None
-        self._busy = 0
-        self._timer: threading.Timer | None = None
-
-    def __bool__(self) -> bool:
-        return self.count > 0
-
-    def convert(self, data: bytes, pages: int) -> Iterator[list[str]]:
-        """The Markdown of the first ``pages`` pages, in ranges, in order.  Short
-        papers get shorter ranges, so that every worker has some."""
-        size = max(1, min(_WORKER_PAGES, pages // (2 * self.count)))
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            if self._executor is None:
-                self._executor = ProcessPoolExecutor(self.count, multiprocessing.get_context("spawn"),
-                                                     initializer=_init_worker)
-            executor, self._busy = self._executor, self._busy + 1
-        try:
-            tasks = [executor.submit(_convert_pages, data, range(start, min(start + size, pages)))
-                     for start in range(0, pages, size)]
-            for task in tasks:
-                yield task.result()
-        except BrokenProcessPool:
-            with self._lock:
-                if self._executor is executor:
-                    self._executor = None
-            raise ArxivError("A conversion worker stopped; try again.", transient=True) from None
-        finally:
-            with self._lock:
-                self._busy -= 1
-                if self._busy == 0:
-                    self._timer = threading.Timer(self.idle, self.stop)
-                    self._timer.daemon = True
-                    self._timer.start()
-
-    def stop(self) -> None:
-        """Let the workers exit once they are idle (they start again on the next use)."""
-        with self._lock:
-            if self._busy:
-                return
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+_SCANNED = "The PDF has no text layer (it is a scan); this server does not run OCR."
 
 
 # ---------------------------------------------------------------------------
@@ -1038,6 +943,7 @@ class _Text:
     text: str
     lines: list[_Line]
     page_starts: Sequence[int] = ()  # the offset where each page begins; () when unknown
+    missing: frozenset[int] = frozenset()  # pages (from 1) not converted yet: empty in ``text``
 
     def page_of(self, offset: int) -> int:
         """The page (from 1) that ``offset`` is on; 0 when pages are unknown."""
@@ -1119,7 +1025,7 @@ def _placed(outline: Outline, source: _Text) -> list[Section]:
     then back to the heading of the section ahead of it; else at the top of
     its page and never before the section ahead of it.  A References entry
     without a heading starts at the first item of the reference list.
-    Entries past the text's pages are left out; without page starts, so are
+    Entries on pages the text lacks are left out; without page starts, so are
     those whose heading is not found.  An entry without a number takes the
     one printed with its heading, and numbers are qualified in outline order
     (the reading order can differ).  Outlines often leave out the back
@@ -1133,6 +1039,8 @@ def _placed(outline: Outline, source: _Text) -> list[Section]:
     for entry in outline:
         if page_starts and entry.page > len(page_starts):
             break
+        if entry.page in source.missing:
+            continue
         on_page = position
         if page_starts and entry.page >= 1:
             on_page = bisect.bisect_left(line_offsets, page_starts[entry.page - 1])
@@ -1243,18 +1151,18 @@ def _sections_in(source: _Text, outline: Outline = (), paper_title: str = "") ->
 
 
 def find_sections(markdown: str, outline: Outline = (), paper_title: str = "",
-                  page_starts: Sequence[int] = ()) -> list[Section]:
+                  page_starts: Sequence[int] = (), missing: frozenset[int] = frozenset()) -> list[Section]:
     """The sections of converted Markdown, in reading order.
 
     The outline (``pdf_outline``: bookmarks, or headings found by font), when
     it has three entries or more, is authoritative for titles, levels and order
     (``page_starts``, the offsets where pages begin, place entries whose heading
-    is not found); otherwise the Markdown headings and bold lines are filtered
+    is not found; entries on ``missing`` pages, not converted yet, are left out); otherwise the Markdown headings and bold lines are filtered
     to numbered or well-known section names.  Text before the first section
     (title, authors, abstract) is front matter and belongs to no section.  A
     reference list without a heading becomes a References section.
     """
-    return _sections_in(_Text(markdown, _candidate_lines(markdown), page_starts), outline, paper_title)
+    return _sections_in(_Text(markdown, _candidate_lines(markdown), page_starts, missing), outline, paper_title)
 
 
 # ---------------------------------------------------------------------------
@@ -1426,12 +1334,13 @@ def _paper_outline(doc: "pymupdf.Document", pages: int) -> Outline:
 
 def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
     """The paper's structure as Sections with pages, in milliseconds: its
-    bookmarks, or the headings of its first ``max_pages`` pages found by their
-    fonts.  Raises ArxivError for PDFs that cannot be opened."""
+    bookmarks, or the headings of its first ``max_pages`` pages (default: the
+    whole paper, up to ``_MAX_STRUCTURE_PAGES``) found by their fonts.  Raises
+    ArxivError for PDFs that cannot be opened."""
     with _PDF_LOCK:
         doc = _open_pdf(data)
         try:
-            return _paper_outline(doc, _pages_to_read(doc, max_pages))
+            return _paper_outline(doc, min(doc.page_count, max_pages or _MAX_STRUCTURE_PAGES))
         finally:
             doc.close()
 
@@ -1501,26 +1410,11 @@ def _overview(text: str, sections: Sequence[Section], page_count: int, pages: in
     return Overview(page_count, pages, len(text), rows, links, estimated)
 
 
-def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None = None) -> Overview | None:
-    """The overview of a PDF from its structure and raw text layer, in milliseconds.
-
-    ``outline`` is the paper's structure, ``pdf_outline``'s by default.
-    Returns None when it has too few sections: then only the converted text
-    (``find_sections``) can tell them.  Sizes are those of the raw text, which
-    estimate the converted text's (whose reading order can differ).  Raises
-    ArxivError for PDFs that cannot be opened.
-    """
-    with _PDF_LOCK:
-        doc = _open_pdf(data)
-        try:
-            pages = _pages_to_read(doc, max_pages)
-            outline = _paper_outline(doc, pages) if outline is None else outline
-            if len(outline) < _MIN_OUTLINE_ENTRIES:
-                return None
-            page_texts = [doc[number].get_text() for number in range(pages)]
-            page_count = doc.page_count
-        finally:
-            doc.close()
+def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overview | None:
+    """The overview of a paper from its outline placed in the raw text of its pages, or None
+    when the outline has too few entries (then only the converted text can tell the sections)."""
+    if len(outline) < _MIN_OUTLINE_ENTRIES:
+        return None
     lines, page_starts, offset = [], [], 0
     for page_text in page_texts:
         page_starts.append(offset)
@@ -1530,6 +1424,26 @@ def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None 
             offset += len(raw)
     source = _Text("".join(page_texts), lines, page_starts)
     return _overview(source.text, _sections_in(source, outline), page_count, len(page_texts), estimated=True)
+
+
+def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None = None) -> Overview | None:
+    """The overview of a PDF from its structure and raw text layer, in milliseconds.
+
+    Covers the first ``max_pages`` pages (default: the whole paper, up to
+    ``_MAX_STRUCTURE_PAGES``); ``outline`` is the paper's structure,
+    ``pdf_outline``'s by default.  Returns None when it has too few sections:
+    then only the converted text (``find_sections``) can tell them.  Sizes are
+    those of the raw text, which estimate the converted text's (whose reading
+    order can differ).  Raises ArxivError for PDFs that cannot be opened.
+    """
+    with _PDF_LOCK:
+        doc = _open_pdf(data)
+        try:
+            pages = min(doc.page_count, max_pages or _MAX_STRUCTURE_PAGES)
+            outline = _paper_outline(doc, pages) if outline is None else outline
+            return _skim([doc[number].get_text() for number in range(pages)], outline, doc.page_count)
+        finally:
+            doc.close()
 
 
 # ---------------------------------------------------------------------------
@@ -1562,12 +1476,20 @@ def _thousands(n: int) -> str:
     return f"{n:,}"
 
 
+def _estimate(chars: int) -> int:
+    """An estimated size, rounded to what it is worth: to hundreds (tens below 1,000)."""
+    return round(chars, -2 if chars >= 1_000 else -1)
+
+
+def _chars(chars: int, estimated: bool = False) -> str:
+    """``"15,759 chars"``; an estimate is rounded and marked: ``"≈15,800 chars"``."""
+    return f"≈{_thousands(_estimate(chars))} chars" if estimated else f"{_thousands(chars)} chars"
+
+
 def _size(chars: int, estimated: bool = False) -> str:
-    """``"15,759 chars, ~3,940 tokens"``; an estimate is rounded and marked: ``"≈15,800 chars, ~3,950 tokens"``."""
-    if estimated:
-        chars = round(chars, -2 if chars >= 1_000 else -1)
-    tokens = round(chars * _TOKENS_PER_CHAR)
-    return f"{'≈' if estimated else ''}{_thousands(chars)} chars, ~{_thousands(tokens)} tokens"
+    """``"15,759 chars, ~3,940 tokens"``, or an estimate: ``"≈15,800 chars, ~3,950 tokens"``."""
+    tokens = round((_estimate(chars) if estimated else chars) * _TOKENS_PER_CHAR)
+    return f"{_chars(chars, estimated)}, ~{_thousands(tokens)} tokens"
 
 
 def _authors(authors: Sequence[Author], affiliations: bool = True) -> str:
@@ -1664,6 +1586,7 @@ class PaperText:
     page_count: int
     pages_converted: int
     complete: bool = True  # False for the pages converted so far, while the conversion goes on
+    missing: frozenset[int] = frozenset()  # pages (from 1) before the last converted one that are not converted
 
     @classmethod
     def from_pdf(cls, pdf: PdfText, paper_title: str = "", complete: bool = True) -> "PaperText":
@@ -1674,7 +1597,7 @@ class PaperText:
         markdown = pdf.markdown
         page_starts = list(itertools.accumulate(map(len, pdf.pages[:-1]), initial=0))
         parts, placed, position, length = [], [], 0, 0
-        for section in find_sections(markdown, pdf.outline, paper_title, page_starts):
+        for section in find_sections(markdown, pdf.outline, paper_title, page_starts, pdf.missing):
             line_end = markdown.find("\n", section.start)
             line_end = len(markdown) if line_end < 0 else line_end
             heading = f"{'#' * min(6, section.level + 1)} {section.label}"
@@ -1687,15 +1610,20 @@ class PaperText:
             position = line_end
         parts.append(markdown[position:])
         text = "".join(parts)
-        return cls(text, tuple(_with_ends(placed, len(text))), pdf.page_count, len(pdf.pages), complete)
+        return cls(text, tuple(_with_ends(placed, len(text))), pdf.page_count, len(pdf.pages) - len(pdf.missing),
+                   complete, pdf.missing)
 
     def body(self, section: Section) -> str:
         return self.markdown[section.start:section.end].strip()
 
     def is_whole(self, section: Section) -> bool:
-        """Whether the text holds all of ``section``: the conversion is done, or a later
-        heading of the same or a higher level is converted."""
-        return self.complete or section.end < len(self.markdown)
+        """Whether the text holds all of ``section``: the text is complete, or the heading
+        after it (of the same or a higher level) is converted and so is every page between."""
+        if self.complete:
+            return True
+        index = self.sections.index(section)
+        later = next((s for s in self.sections[index + 1:] if s.level <= section.level), None)
+        return later is not None and not any(page in self.missing for page in range(section.page, later.page + 1))
 
     def section_at(self, offset: int) -> Section | None:
         """The innermost section containing ``offset``."""
@@ -1705,7 +1633,8 @@ class PaperText:
     @property
     def page_note(self) -> str:
         if self.pages_converted < self.page_count:
-            return f"Only the first {self.pages_converted} of {self.page_count} pages are read (ARXIV_MAX_PAGES)."
+            return (f"The full text shows the first {self.pages_converted} of {self.page_count} pages "
+                    "(ARXIV_MAX_PAGES); read the sections after them with `section`.")
         return ""
 
 
@@ -1799,7 +1728,7 @@ def format_full(paper: Paper, text: PaperText | None, text_error: str | None = N
         len(shown), len(document), paper.pdf_url, text, cut_offset=len(shown) - len(head)))
 
 
-def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
+def _select_sections(sections: Sequence[Section], selector: str) -> list[Section] | str:
     """The sections a comma-separated ``selector`` names (numbers, titles or
     unambiguous prefixes of either), or an error message listing the choices."""
     chosen: list[Section] = []
@@ -1808,15 +1737,15 @@ def _select_sections(text: PaperText, selector: str) -> list[Section] | str:
             continue
         key = _match_key(wanted)
         number_key = wanted.strip().rstrip(".").upper()
-        if re.fullmatch(r"[0-9]{1,3}", number_key) and not any(s.number == number_key for s in text.sections):
+        if re.fullmatch(r"[0-9]{1,3}", number_key) and not any(s.number == number_key for s in sections):
             number_key = _to_roman(int(number_key))  # "2" finds section II in papers numbered in Roman
-        exact = [s for s in text.sections if s.number and s.number.upper() == number_key]
-        exact = exact or [s for s in text.sections if _match_key(s.title) == key or _match_key(s.label) == key]
-        matches = exact or [s for s in text.sections if key and (_match_key(s.title).startswith(key)
+        exact = [s for s in sections if s.number and s.number.upper() == number_key]
+        exact = exact or [s for s in sections if _match_key(s.title) == key or _match_key(s.label) == key]
+        matches = exact or [s for s in sections if key and (_match_key(s.title).startswith(key)
                                                                  or _match_key(s.label).startswith(key))]
         if len(matches) != 1:
             problem = "matches no section" if not matches else "matches several sections"
-            choices = _choices(matches or [s for s in text.sections if s.level == 1])
+            choices = _choices(matches or [s for s in sections if s.level == 1])
             return (f'Section "{wanted[:80]}" {problem}. Valid choices: {choices}; '
                     'subsections by number (e.g. "2.1"); or "full" for the whole paper.')
         if matches[0] not in chosen:
@@ -1841,32 +1770,42 @@ def _choices(sections: Sequence[Section]) -> str:
     return ", ".join(shown)
 
 
-def _neighbours(text: PaperText, section: Section) -> str:
-    """The navigation line after a section: the sections before and after it, with their sizes
-    (once converted whole), and how to get back to the overview."""
+def _neighbours(text: PaperText, section: Section, overview: Overview | None = None) -> str:
+    """The navigation line after a section: the sections before and after it in the paper
+    (the overview's list, which knows the sections not converted yet), with their sizes,
+    and how to get back to the overview."""
+    rows = list(overview.sections) if overview else [SectionSummary(s, "") for s in text.sections]
+    whole = {s.label: s for s in text.sections if text.is_whole(s)}
 
-    def named(where: str, other: Section) -> str:
-        return f'{where} "{other.label}"' + (f" ({_thousands(other.chars)} chars)" if text.is_whole(other) else "")
+    def named(where: str, row: SectionSummary) -> str:
+        other = whole.get(row.section.label)
+        size = f" ({_chars(other.chars)})" if other else f" ({_chars(row.section.chars, True)})" if overview else ""
+        return f'{where} "{row.section.label}"{size}'
 
-    index = text.sections.index(section)
-    parts = [named("previous", text.sections[index - 1])] if index > 0 else []
-    following = next((s for s in text.sections[index + 1:] if s.start >= section.end), None)
-    if following is not None:
-        parts.append(named("next", following))
+    index = next((i for i, row in enumerate(rows) if row.section.label == section.label), None)
+    parts = []
+    if index is not None and index > 0:
+        parts.append(named("previous", rows[index - 1]))
+    if index is not None:
+        following = next((row for row in rows[index + 1:] if row.section.level <= section.level), None)
+        if following is not None:
+            parts.append(named("next", following))
     parts.append("the overview: omit section")
     return "Navigation: " + " · ".join(parts)
 
 
-def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int | None = None) -> str:
+def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int | None = None,
+                    overview: Overview | None = None) -> str:
     """The named sections with their subsections, each ending with a navigation
-    line; an unknown section gives a short error listing the valid choices."""
+    line (its neighbours from ``overview``'s list when given); an unknown section
+    gives a short error listing the valid choices."""
     max_chars = SETTINGS.max_chars if max_chars is None else max_chars
-    chosen = _select_sections(text, selector)
+    chosen = _select_sections(text.sections, selector)
     if isinstance(chosen, str):
         return f"{ERROR} {chosen}"
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
     for section in chosen:
-        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section)}")
+        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section, overview)}")
     document = "\n\n".join(parts)
     return _capped(document, max_chars, lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url))
 
@@ -2076,197 +2015,448 @@ def search(request: SearchRequest, *, deadline: float | None = None, settings: S
 
 
 # ---------------------------------------------------------------------------
-# The library: converted papers cached in memory, one download per paper
+# The library: one state per paper, its PDF work scheduled page by page, a bounded cache
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Reading:
-    """A paper as read: metadata, and the full text or why it is unavailable."""
+    """A paper as one answer needs it: metadata, and the text or why it is unavailable."""
 
     paper: Paper
     text: PaperText | None
     text_error: str | None = None
     transient: bool = False  # the text is missing for a reason that may pass: read again later
-    overview: Overview | None = None  # with the text, or before it from the PDF's structure (``skim_pdf``)
-
-    @property
-    def size(self) -> int:
-        return sys.getsizeof(self.text.markdown) if self.text else 0
+    overview: Overview | None = None
 
 
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
 
+_BACKGROUND_PAPERS = 2  # papers whose full text goes on converting while nobody waits: the most recently asked
+_MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
+_IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
 
-@dataclass
-class _Flight:
-    """A cold read in progress, shared by every caller that asks for the paper meanwhile."""
 
-    future: Future[Reading] = dataclasses.field(default_factory=Future)
-    listeners: list[Progress] = dataclasses.field(default_factory=list)
-    changed: threading.Condition = dataclasses.field(default_factory=threading.Condition)
-    # What is known before the read ends: enough for an overview or a first section, or for a call past
-    # its deadline.
+@dataclass(eq=False)
+class _PaperState:
+    """One paper from its first request on, shared by every caller: changed only with the
+    scheduler's condition held, and ``doc`` only by the converter thread."""
+
+    arxiv_id: str
     paper: Paper | None = None
-    overview: Overview | None = None  # from the PDF's structure, before the conversion
-    converted: PdfText | None = None  # the pages converted so far
+    error: ArxivError | None = None  # the paper cannot be read at all: its metadata failed
+    pdf: bytes | None = None
+    text_error: ArxivError | None = None  # the text cannot be had (the PDF failed); the metadata stays
+    loading: bool = True  # its download thread (the PDF, then the metadata) is running
+    structured: bool = False  # the structure pass is done: page count, outline, skim
+    page_count: int = 0
+    outline: Outline = ()
+    skim: Overview | None = None  # the overview from the raw text layer, when the outline allows one
+    pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page, from 0
+    wants: Counter[str] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
+    read_on: set[int] = dataclasses.field(default_factory=set)  # pages (from 0) a section runs on to
+    waiting: int = 0  # callers waiting on it
+    listeners: list[Progress] = dataclasses.field(default_factory=list)
+    doc: Any = None  # the open PDF while it has pages to convert
+    forgotten: bool = False  # evicted from the cache: its PDF work stops
+    texts: dict[bool, tuple[int, PaperText]] = dataclasses.field(default_factory=dict)  # memo of ``_text``
 
-    def publish(self, **known: Any) -> None:
+    @property
+    def size(self) -> int:
+        """Bytes it holds: the PDF and the converted pages."""
+        return len(self.pdf or b"") + sum(sys.getsizeof(page) for page in self.pages.values())
+
+    def full_pages(self, max_pages: int) -> range:
+        """The pages (from 0) of its full text: the first ``max_pages``."""
+        return range(min(self.page_count, max_pages))
+
+
+class Scheduler:
+    """Whose turn it is, by priority: for MuPDF and for arXiv.
+
+    One thread does all of a library's PDF work, one job at a time, and the
+    next job is chosen afresh after each one, so a paper asked for now never
+    waits for more than one page of another paper's conversion.  Jobs by
+    priority:
+
+    0. the structure pass of a downloaded paper (outline, raw text, skim): milliseconds a page;
+    1. the pages a waiting caller needs, the most recently asked paper's first;
+    2. the full text's pages of the ``_BACKGROUND_PAPERS`` most recently asked
+       papers, the newest first; older papers wait until they are asked again.
+
+    arXiv requests take turns too, one at a time: one that a caller waits for
+    (a search, metadata, a PDF someone waits for) goes before background
+    downloads, which ``RateLimiter`` alone would serve in any order.  ``changed``
+    is the one condition: callers wait on it for what the jobs make.
+    """
+
+    def __init__(self, max_pages: Callable[[], int], needed: Callable[[_PaperState], set[int]],
+                 clock: Callable[[], float] = time.monotonic):
+        self.convert_page = _page_markdown  # one page of an open PDF in Markdown
+        self.changed = threading.Condition()
+        self.max_pages = max_pages  # the full text's pages (the library's settings can change)
+        self.needed = needed  # the pages (from 0) that a paper's waiting callers need
+        self.clock = clock
+        self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
+        self._recent: list[_PaperState] = []  # the most recently asked papers, the newest last
+        self._requests: list[tuple[Callable[[], bool], int]] = []  # arXiv requests waiting for their turn
+        self._requesting = False
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, state: _PaperState) -> None:
+        """Schedule a paper's PDF work (with ``changed`` held)."""
+        if state not in self._papers:
+            self._papers.append(state)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="arxiv-pages", daemon=True)
+            self._thread.start()
+        self.changed.notify_all()
+
+    def touch(self, state: _PaperState) -> None:
+        """``state`` was just asked for (with ``changed`` held)."""
+        self._recent = [*[s for s in self._recent if s is not state], state][-_BACKGROUND_PAPERS:]
+
+    def has_work(self) -> bool:
         with self.changed:
-            for name, value in known.items():
-                setattr(self, name, value)
-            self.changed.notify_all()
+            return self._thread is not None and self._next_job() is not None
 
-    def partial(self, note: str = "", with_text: bool = False) -> Reading | None:
-        """What is known so far, with the text of the pages converted so far if asked."""
-        if self.paper is None:
-            return None
-        text = (PaperText.from_pdf(self.converted, self.paper.title, complete=False)
-                if with_text and self.converted else None)
-        return Reading(self.paper, text, note or None, transient=True, overview=self.overview)
+    def _job_for(self, state: _PaperState) -> tuple[tuple[int, ...], Callable[[], None]] | None:
+        """The paper's most urgent job with its priority (smallest first), or None."""
+        if state.forgotten or state.text_error is not None or state.pdf is None:
+            return ((3,), lambda: self._close(state)) if state.doc is not None else None
+        if not state.structured:
+            return (0, -self._order_of(state)), lambda: self._structure(state)
+        wanted = sorted(page for page in self.needed(state) if page not in state.pages)
+        if wanted:
+            return (1, -self._order_of(state), wanted[0]), lambda: self._convert(state, wanted[0])
+        rest = [page for page in state.full_pages(self.max_pages()) if page not in state.pages]
+        if rest and state in self._recent:
+            return (2, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
+        return ((3,), lambda: self._close(state)) if state.doc is not None else None
+
+    def _order_of(self, state: _PaperState) -> int:
+        return self._recent.index(state) if state in self._recent else -1
+
+    def _next_job(self) -> Callable[[], None] | None:
+        """The most urgent job of all papers, or None; papers with nothing left to do are dropped."""
+        jobs = []
+        for state in list(self._papers):
+            job = self._job_for(state)
+            if job is not None:
+                jobs.append(job)
+            elif not state.loading and (state.forgotten or state.text_error is not None or state.structured
+                                        and all(page in state.pages for page in state.full_pages(self.max_pages()))):
+                self._papers.remove(state)
+        return min(jobs, key=lambda job: job[0])[1] if jobs else None
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while (job := self._next_job()) is None:
+                    if not self.changed.wait(_IDLE_EXIT) and self._next_job() is None:
+                        self._thread = None
+                        return
+            try:
+                job()
+            except Exception as error:  # the thread must go on for every other paper
+                _log_unexpected(error)
+            with self.changed:
+                self.changed.notify_all()
+
+    def _structure(self, state: _PaperState) -> None:
+        """Open the PDF once and read its structure: page count, outline and, from the raw text, the skim."""
+        try:
+            with _PDF_LOCK:
+                doc = _open_pdf(state.pdf)
+                try:
+                    page_count = doc.page_count
+                    texts = [doc[number].get_text() for number in range(min(page_count, _MAX_STRUCTURE_PAGES))]
+                    if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
+                        raise ArxivError(_SCANNED)
+                    outline = _paper_outline(doc, len(texts))
+                except BaseException:
+                    doc.close()
+                    raise
+            skim = _skim(texts, outline, page_count)
+        except Exception as error:
+            failure = error if isinstance(error, ArxivError) else ArxivError("The PDF could not be read.")
+            if not isinstance(error, ArxivError):
+                log.warning("structure pass failed: %s", type(error).__name__)
+            with self.changed:
+                state.text_error = failure
+            return
+        with self.changed:
+            state.doc, state.page_count, state.outline, state.skim = doc, page_count, outline, skim
+            state.structured = True
+
+    def _convert(self, state: _PaperState, number: int) -> None:
+        """Convert one page of a paper."""
+        try:
+            with _PDF_LOCK:
+                if state.doc is None:
+                    state.doc = _open_pdf(state.pdf)
+                markdown = self.convert_page(state.doc, number)
+        except Exception as error:
+            log.warning("conversion failed: %s", type(error).__name__)
+            with self.changed:
+                state.text_error = ArxivError("The PDF could not be converted to text (it may be damaged).")
+            return
+        with self.changed:
+            state.pages[number] = markdown
+            listeners = list(state.listeners)
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # a listener's failure must not fail the conversion
+                listener(len(state.pages), state.page_count, f"Converted page {number + 1} of {state.page_count}")
+
+    def _close(self, state: _PaperState) -> None:
+        """Close the PDF of a paper with no work left (it is opened again if pages are asked for)."""
+        with _PDF_LOCK:
+            if state.doc is not None:
+                state.doc.close()
+                state.doc = None
+
+    @contextlib.contextmanager
+    def request_turn(self, urgent: Callable[[], bool], deadline: float | None = None) -> Iterator[None]:
+        """Wait for this library's turn to send one arXiv request: ``urgent()`` says whether a caller
+        waits for it.  Raises ArxivError when the turn would come after ``deadline`` (a ``clock`` time)."""
+        me = (urgent, next(self._order))
+
+        def first() -> tuple[Callable[[], bool], int]:
+            return min(self._requests, key=lambda request: (not request[0](), request[1]))
+
+        with self.changed:
+            self._requests.append(me)
+            try:
+                while self._requesting or first() is not me:
+                    remaining = None if deadline is None else deadline - self.clock()
+                    if remaining is not None and remaining <= 0:
+                        raise ArxivError("Timed out waiting for earlier arXiv requests; try again.", transient=True)
+                    self.changed.wait(remaining)
+            finally:
+                self._requests.remove(me)
+                self.changed.notify_all()
+            self._requesting = True
+        try:
+            yield
+        finally:
+            with self.changed:
+                self._requesting = False
+                self.changed.notify_all()
 
 
 class PaperLibrary:
-    """Reads papers and keeps the converted ones in a bounded LRU cache.
+    """Reads papers: one state per paper, shared by every call, kept in a bounded LRU cache.
 
-    A cold read starts the PDF download first and converts it while the rate
-    limiter holds the metadata request back, so the limiter's gap does not add
-    to the latency.  Concurrent reads of one paper share one download and one
-    conversion, in this process or in ``workers`` (``ARXIV_WORKERS``).  The
-    cache is bounded by count and by bytes of Markdown; the least recently
-    used paper goes first.
+    A cold read downloads the PDF first and then asks for the metadata, which
+    the rate limiter holds back: meanwhile the scheduler reads the PDF's
+    structure and converts the pages the callers need, so the limiter's gap
+    does not add to the latency.  A call waits on one thing, the scheduler's
+    condition, until what it needs is there or its deadline passes.  The cache
+    is bounded by count and by bytes (PDFs and converted pages); the least
+    recently used idle paper goes first.
     """
 
-    def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None,
-                 workers: ConversionWorkers | None = None):
+    def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None):
         self.settings = settings or SETTINGS
         self.limiter = limiter or LIMITER
-        self.workers = ConversionWorkers(self.settings.workers) if workers is None else workers
-        self._lock = threading.Lock()
-        self._cache: OrderedDict[str, Reading] = OrderedDict()
-        self._flights: dict[str, _Flight] = {}
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="arxiv")  # downloads and conversions
+        self.scheduler = Scheduler(lambda: self.settings.max_pages, self._wanted_pages, self.limiter.clock)
+        self._states: OrderedDict[str, _PaperState] = OrderedDict()  # the least recently used first
 
     def cached(self, arxiv_id: str) -> Reading | None:
-        """The cached reading of ``arxiv_id`` (marking it recently used), or None."""
-        with self._lock:
-            return self._cached(arxiv_id)
-
-    def _cached(self, arxiv_id: str) -> Reading | None:  # with self._lock held
-        reading = self._cache.get(arxiv_id)
-        if reading is not None:
-            self._cache.move_to_end(arxiv_id)
-        return reading
+        """The paper with its full text, once it is read and converted, else None."""
+        with self.scheduler.changed:
+            state = self._states.get(arxiv_id)
+            if state is None or state.loading:
+                return None
+            return self._answer(state, "full")
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
-             early: Callable[[Reading], bool] | None = None, early_text: bool = False) -> Reading:
-        """The paper ``arxiv_id``, from the cache or from arXiv.
+             want: str = "full") -> Reading:
+        """The paper ``arxiv_id`` with what ``want`` needs: ``"overview"`` (the section
+        list: the outline's, or the full text's when the PDF has none), ``"full"`` (the
+        first ``max_pages`` pages converted) or a section selector (the pages of those
+        sections, wherever they are).
 
-        ``on_progress`` hears the steps of a cold read (download, pages
-        converted).  With ``early``, a cold read returns as soon as what is
-        known so far satisfies it, e.g. once the metadata and the outline allow
-        an overview, or (``early_text``: with the pages converted so far) once a
-        section's pages are converted; the read goes on.  When
-        ``deadline`` (a limiter-clock time) passes during a cold read, the read
-        goes on in the background to fill the cache and this returns what is
-        known with a note, or raises ArxivError if the metadata has not arrived.
+        ``on_progress`` hears the steps of the read (download, pages converted).
+        When ``deadline`` (a limiter-clock time) passes first, this returns what is
+        known with a note, or raises ArxivError if the metadata has not arrived;
+        the read goes on.  A paper that is not cached while ``_MAX_COLD_READS``
+        others download is refused at once (ArxivError: the server is busy).
         """
-        with self._lock:
-            if (reading := self._cached(arxiv_id)) is not None:
-                return reading
-            flight = self._flights.get(arxiv_id)
-            if flight is None:
-                flight = self._flights[arxiv_id] = _Flight()
-                # Its own thread: it waits for the pool's download and conversion, so a pool thread could starve.
-                threading.Thread(target=self._load, args=(arxiv_id, flight), name="arxiv-read", daemon=True).start()
+        changed = self.scheduler.changed
+        # The deadline is a limiter-clock time; waits are in real time.
+        until = None if deadline is None else time.monotonic() + max(0.0, deadline - self.limiter.clock())
+        with changed:
+            state = self._states.get(arxiv_id)
+            if state is None:
+                state = self._start(arxiv_id)
+            self._states.move_to_end(arxiv_id)
+            self.scheduler.touch(state)
+            state.waiting += 1
+            state.wants[want] += 1  # the scheduler converts what it needs first
+            if state.pdf is not None:
+                self.scheduler.add(state)
             if on_progress is not None:
-                flight.listeners.append(on_progress)
+                state.listeners.append(on_progress)
+            try:
+                while (reading := self._answer(state, want)) is None:
+                    pages = self._pages_needed(state, want)
+                    if pages and all(page in state.pages for page in pages):
+                        # The converted text ends a section later than the outline said: read on.
+                        state.read_on.update(next(([page] for page in range(max(pages), state.page_count)
+                                                   if page not in state.pages), []))
+                        self.scheduler.add(state)
+                    remaining = None if until is None else until - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return self._late(state)
+                    changed.wait(remaining)
+                return reading
+            finally:
+                state.wants -= Counter({want: 1})
+                state.waiting -= 1
+                if on_progress is not None:
+                    state.listeners.remove(on_progress)
+                self._evict()
 
-        def remaining() -> float | None:
-            return None if deadline is None else max(0.0, deadline - self.limiter.clock())
+    def _start(self, arxiv_id: str) -> _PaperState:
+        """A new paper's state, and its download thread (with ``changed`` held)."""
+        loading = sum(state.loading for state in self._states.values())
+        if loading >= _MAX_COLD_READS:
+            wait = max(5, round(2 * loading * self.limiter.interval))  # two requests a paper
+            raise ArxivError(f"The server is busy downloading {loading} other papers; try again in about {wait} s.",
+                             transient=True)
+        state = self._states[arxiv_id] = _PaperState(arxiv_id)
+        threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
+        return state
 
-        if early is not None:
-            with flight.changed:
-                while not flight.future.done() and remaining() != 0:
-                    partial = flight.partial(with_text=early_text)
-                    if partial is not None and early(partial):
-                        return partial
-                    flight.changed.wait(remaining())
+    def _load(self, state: _PaperState) -> None:
+        """Download the PDF, then the metadata; a caller waiting goes before background work."""
+        def urgent() -> bool:
+            return state.waiting > 0
+
+        settings, limiter, changed = self.settings, self.limiter, self.scheduler.changed
+        for listener in list(state.listeners):
+            with contextlib.suppress(Exception):
+                listener(0, None, "Downloading the PDF")
         try:
-            return flight.future.result(timeout=remaining())
-        except FutureTimeout:
-            partial = flight.partial(f"the conversion was still running at the {self.settings.deadline:g} s deadline "
-                                     "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds "
-                                     "to read the text.")
-            if partial is None:
-                raise ArxivError(f"arXiv did not answer within the {self.settings.deadline:g} s deadline "
-                                 "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
-                                 transient=True) from None
-            return partial
-
-    def _load(self, arxiv_id: str, flight: _Flight) -> None:
-        try:
-            reading = self._fetch(arxiv_id, flight)
-        except BaseException as error:  # handed to every waiting caller
-            with self._lock:
-                del self._flights[arxiv_id]
-            flight.future.set_exception(error)
-        else:
-            with self._lock:
-                del self._flights[arxiv_id]
-                if reading.text is not None or not reading.transient:
-                    self._store(arxiv_id, reading)
-            flight.future.set_result(reading)
-        flight.publish()  # wake callers waiting for an early answer
-
-    def _fetch(self, arxiv_id: str, flight: _Flight) -> Reading:
-        def progress(done: float, total: float | None, message: str) -> None:
-            for listener in list(flight.listeners):
-                with contextlib.suppress(Exception):  # a listener's failure must not fail the read
-                    listener(done, total, message)
-
-        settings, limiter = self.settings, self.limiter
-        progress(0, None, "Downloading the PDF")
-        # PDF first: it converts while the limiter spaces out the metadata request.
-        pdf = self._pool.submit(fetch_pdf, arxiv_id, settings=settings, limiter=limiter)
-        converted: Future[PdfText] = Future()
-        pdf.add_done_callback(lambda done: self._pool.submit(self._convert, done, converted, flight, progress))
-        try:
-            flight.publish(paper=fetch_metadata(arxiv_id, settings=settings, limiter=limiter))
-        except ArxivError:
-            converted.cancel()
-            raise
-        try:
-            text = PaperText.from_pdf(converted.result(), flight.paper.title)
+            with self.scheduler.request_turn(urgent):
+                pdf = fetch_pdf(state.arxiv_id, settings=settings, limiter=limiter)
+            with changed:
+                state.pdf = pdf
+                self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
         except ArxivError as error:
-            return Reading(flight.paper, None, str(error), transient=error.transient)
-        return Reading(flight.paper, text, overview=overview_of(text))
-
-    def _convert(self, pdf: Future[bytes], converted: Future[PdfText], flight: _Flight, progress: Progress) -> None:
-        if not converted.set_running_or_notify_cancel():
-            return
+            with changed:
+                state.text_error = error
+        except Exception as error:
+            _log_unexpected(error)
+            with changed:
+                state.text_error = ArxivError("The PDF could not be downloaded (an internal error).", transient=True)
         try:
-            data = pdf.result()
-            # The structure gives an overview in milliseconds, long before the conversion ends.
-            outline = pdf_outline(data, self.settings.max_pages)
-            flight.publish(overview=skim_pdf(data, self.settings.max_pages, outline))
+            with self.scheduler.request_turn(urgent):
+                paper = fetch_metadata(state.arxiv_id, settings=settings, limiter=limiter)
+        except Exception as error:
+            if not isinstance(error, ArxivError):
+                _log_unexpected(error)
+            failure = error if isinstance(error, ArxivError) else ArxivError("An internal error occurred.")
+            with changed:
+                state.error = failure
+        else:
+            with changed:
+                state.paper = paper
+        with changed:
+            state.loading = False
+            if state.error is not None or state.text_error is not None and state.text_error.transient:
+                # Not cached: the next call tries again.
+                state.forgotten = True
+                if self._states.get(state.arxiv_id) is state:
+                    del self._states[state.arxiv_id]
+            self._evict()
+            changed.notify_all()
 
-            def on_page(so_far: PdfText, total: int) -> None:
-                flight.publish(converted=so_far)
-                progress(len(so_far.pages), total, f"Converted page {len(so_far.pages)} of {total}")
+    def _wanted_pages(self, state: _PaperState) -> set[int]:
+        """The pages (from 0) that the paper's waiting callers need (with ``changed`` held)."""
+        return set().union(state.read_on, *(self._pages_needed(state, want) for want in state.wants))
 
-            converted.set_result(pdf_to_markdown(data, max_pages=self.settings.max_pages, on_page=on_page,
-                                                 outline=outline, workers=self.workers))
-        except BaseException as error:
-            converted.set_exception(error)
+    def _pages_needed(self, state: _PaperState, want: str) -> set[int]:
+        """The pages (from 0) still to convert for ``want`` (with ``changed`` held)."""
+        if not state.structured or state.text_error is not None:
+            return set()
+        full = set(state.full_pages(self.settings.max_pages))
+        if want == "full" or state.skim is None:
+            return full
+        if want == "overview":
+            return set()
+        outline = [row.section for row in state.skim.sections]
+        chosen = _select_sections(outline, want)
+        if isinstance(chosen, str):
+            return set()  # the answer is the error that lists the outline's sections
+        pages: set[int] = set()
+        for section in chosen:
+            index = outline.index(section)
+            later = next((s for s in outline[index + 1:] if s.level <= section.level), None)
+            last = later.page if later is not None else state.page_count  # where the heading after it is
+            pages.update(range(section.page - 1, last)[:self.settings.max_pages])
+        return pages
 
-    def _store(self, arxiv_id: str, reading: Reading) -> None:
-        self._cache[arxiv_id] = reading
-        self._cache.move_to_end(arxiv_id)
+    def _answer(self, state: _PaperState, want: str) -> Reading | None:
+        """The Reading for ``want``, or None while what it needs is missing (with ``changed`` held)."""
+        if state.error is not None:
+            raise state.error
+        if state.paper is None:
+            return None
+        if state.text_error is not None:
+            return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
+        if not state.structured or any(page not in state.pages for page in self._pages_needed(state, want)):
+            return None
+        if want == "full" or state.skim is None:
+            text = self._text(state, full=True)
+            if want not in ("full", "overview"):
+                return Reading(state.paper, text)
+            return Reading(state.paper, text, overview=overview_of(text) if want == "overview" else None)
+        text = self._text(state, full=False)
+        if want == "overview":
+            return Reading(state.paper, text, overview=state.skim.refined(text))
+        chosen = _select_sections(text.sections, want)
+        if not isinstance(chosen, str) and not all(text.is_whole(section) for section in chosen) and \
+                len(state.pages) < state.page_count:
+            return None
+        return Reading(state.paper, text, overview=state.skim)
+
+    def _text(self, state: _PaperState, full: bool) -> PaperText:
+        """The converted text: the full text's pages, or every converted page with the gaps left empty."""
+        converted = len(state.pages)
+        if (memo := state.texts.get(full)) is not None and memo[0] == converted:
+            return memo[1]
+        numbers = state.full_pages(self.settings.max_pages) if full else range(max(state.pages, default=-1) + 1)
+        pdf = PdfText(tuple(state.pages.get(number, "") for number in numbers), state.page_count, state.outline,
+                      frozenset(number + 1 for number in numbers if number not in state.pages))
+        text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "",
+                                  complete=full or converted == state.page_count)
+        state.texts[full] = (converted, text)
+        return text
+
+    def _late(self, state: _PaperState) -> Reading:
+        """What a call past its deadline gets: the metadata with a note, and the skim's overview."""
+        if state.error is not None:
+            raise state.error
+        if state.paper is None:
+            raise ArxivError(f"arXiv did not answer within the {self.settings.deadline:g} s deadline "
+                             "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
+                             transient=True)
+        note = (f"the conversion was still running at the {self.settings.deadline:g} s deadline (ARXIV_DEADLINE); "
+                "it goes on in the background: call again in a few seconds to read the text.")
+        return Reading(state.paper, None, note, transient=True, overview=state.skim)
+
+    def _evict(self) -> None:
+        """Drop the least recently used idle papers past the cache's bounds (with ``changed`` held)."""
         budget = self.settings.cache_mb * 1_000_000
-        while self._cache and (len(self._cache) > self.settings.cache_papers
-                               or sum(r.size for r in self._cache.values()) > budget):
-            self._cache.popitem(last=False)
+        idle = [state for state in self._states.values() if not state.loading and not state.waiting]
+        while idle and (len(self._states) > self.settings.cache_papers
+                        or sum(state.size for state in self._states.values()) > budget):
+            state = idle.pop(0)
+            state.forgotten = True
+            del self._states[state.arxiv_id]
 
 
 LIBRARY = PaperLibrary()
@@ -2294,7 +2484,7 @@ def arxiv_markdown(url: str) -> str | None:
     if arxiv_id is None:
         return None
     try:
-        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter))
+        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter), want="full")
         return format_full(reading.paper, reading.text, reading.text_error, LIBRARY.settings.max_chars)
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
@@ -2341,43 +2531,28 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
     deadline = _deadline(library.settings, library.limiter)
     choice = (section or "").strip()
     if not choice:
-        reading = library.read(arxiv_id, deadline, on_progress, early=lambda known: known.overview is not None,
-                               early_text=True)
-        overview = reading.overview
-        if overview is not None and overview.estimated and reading.text is not None:
-            overview = overview.refined(reading.text)  # converted sizes for the pages converted so far
-        return format_overview(reading.paper, overview, reading.text_error)
+        reading = library.read(arxiv_id, deadline, on_progress, want="overview")
+        return format_overview(reading.paper, reading.overview, reading.text_error)
     if choice.lower() == "full":
-        reading = library.read(arxiv_id, deadline, on_progress)
+        reading = library.read(arxiv_id, deadline, on_progress, want="full")
         return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
-    reading = library.read(arxiv_id, deadline, on_progress, early=_sections_ready(choice), early_text=True)
+    reading = library.read(arxiv_id, deadline, on_progress, want=choice)
     if reading.text is None:
         return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
-    return format_sections(reading.paper, reading.text, choice, library.settings.max_chars)
-
-
-def _sections_ready(selector: str) -> Callable[[Reading], bool]:
-    """Whether the pages converted so far hold the whole of the sections ``selector`` names.
-
-    Only when the overview came before the text (from bookmarks or headings
-    found by font), so that the section list does not change as pages arrive:
-    a section is whole once the heading after it is converted.
-    """
-    def ready(known: Reading) -> bool:
-        if known.overview is None or known.text is None:
-            return False
-        chosen = _select_sections(known.text, selector)
-        return not isinstance(chosen, str) and all(s.end < len(known.text.markdown) for s in chosen)
-
-    return ready
+    if reading.overview is not None:  # the outline's section list, which names sections not converted yet too
+        chosen = _select_sections([row.section for row in reading.overview.sections], choice)
+        if isinstance(chosen, str):
+            return f"{ERROR} {chosen}"
+    return format_sections(reading.paper, reading.text, choice, library.settings.max_chars, reading.overview)
 
 
 def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> str:
-    """The tool's search half."""
+    """The tool's search half: a caller waits for it, so it goes before background downloads."""
     library = library or LIBRARY
     request = build_search(**arguments)
-    feed = search(request, deadline=_deadline(library.settings, library.limiter), settings=library.settings,
-                  limiter=library.limiter)
+    deadline = _deadline(library.settings, library.limiter)
+    with library.scheduler.request_turn(lambda: True, deadline):
+        feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter)
     return format_search(request, feed)
 
 

@@ -1,6 +1,6 @@
 """Benchmark of arxiv_mcp on real arXiv PDFs, offline.
 
-    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--workers 2] [--papers ID ...]
+    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...] [--agent]
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -17,6 +17,7 @@ import re
 import shutil
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -94,9 +95,9 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
           f"{totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |")
 
 
-def measure_paper(arxiv_id: str, settings: am.Settings, runs: int,
-                  workers: am.ConversionWorkers) -> dict[str, float]:
-    """Medians of each measurement for one paper; ``workers`` for the cold full text with worker processes."""
+def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
+    """Medians of each measurement for one paper, each cold read with a fresh library (the agent session,
+    ``agent_session``, keeps one)."""
     samples: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
@@ -115,10 +116,73 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int,
         add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
         add("cold full text", timed(am.read_paper, arxiv_id, "full", library=library)[0])
-        library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval), workers)
-        add(f"cold full text, ARXIV_WORKERS={workers.count}",
-            timed(am.read_paper, arxiv_id, "full", library=library)[0])
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def listed_sections(overview: str) -> list[str]:
+    """The labels of the sections an overview lists, in its order."""
+    return re.findall(r"^ *- \*\*(.+?)\*\* \(", overview, re.M)
+
+
+def wait_idle(library: am.PaperLibrary) -> None:
+    """Between runs (never between papers): let the background work of the last run end."""
+    while library.scheduler.has_work() or any(t.name == "arxiv-load" for t in threading.enumerate()):
+        time.sleep(0.2)
+
+
+def agent_session(pdfs: dict[str, bytes], settings: am.Settings, library: am.PaperLibrary
+                  ) -> dict[str, dict[str, float]]:
+    """What an agent does with its search results: the overview, the first and the second section of one paper,
+    then the next paper, with no pause and one server (library) for the whole session, so that earlier papers'
+    background conversions go on beneath the later calls.  Seconds per paper: the overview, and the overview and
+    first section."""
+    library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
+    seconds: dict[str, dict[str, float]] = {}
+    for arxiv_id in pdfs:
+        overview_seconds, overview = timed(am.read_paper, arxiv_id, library=library)
+        listed = listed_sections(overview)
+        first = timed(am.read_paper, arxiv_id, listed[0], library=library)[0] if listed else 0.0
+        if len(listed) > 1:
+            am.read_paper(arxiv_id, listed[1], library=library)
+        seconds[arxiv_id] = {"cold overview": overview_seconds, "cold overview + first section": overview_seconds + first}
+    return seconds
+
+
+def overview_beside_a_long_read(pdfs: dict[str, bytes], settings: am.Settings, long_id: str,
+                                short_id: str) -> float:
+    """Seconds for a cold overview of ``short_id`` asked while ``long_id`` converts for a ``full`` read."""
+    library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
+    reader = threading.Thread(target=am.read_paper, args=(long_id, "full"), kwargs={"library": library})
+    reader.start()
+    time.sleep(1.0)  # the long paper is converting by now
+    seconds = timed(am.read_paper, short_id, library=library)[0]
+    reader.join()
+    return seconds
+
+
+def eight_at_once(pdfs: dict[str, bytes], settings: am.Settings, ids: list[str]) -> tuple[float, float]:
+    """Eight overviews of eight different papers asked at once: the slowest overview's seconds, and the process's
+    peak RSS in MB until then and for 10 s of the background work after."""
+    import psutil
+
+    library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
+    answered: dict[str, float] = {}
+    start = time.perf_counter()
+
+    def overview(arxiv_id: str) -> None:
+        am.read_paper(arxiv_id, library=library)
+        answered[arxiv_id] = time.perf_counter() - start
+
+    threads = [threading.Thread(target=overview, args=(i,)) for i in ids]
+    for thread in threads:
+        thread.start()
+    peak, me = 0.0, psutil.Process()
+    while any(thread.is_alive() for thread in threads) or time.perf_counter() - start < max(answered.values(),
+                                                                                             default=0) + 10:
+        peak = max(peak, me.memory_info().rss / 1e6)
+        time.sleep(0.05)
+    wait_idle(library)
+    return max(answered.values()), peak
 
 
 def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
@@ -139,18 +203,8 @@ def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
     return asyncio.run(main())
 
 
-def workers_startup(data: bytes, count: int) -> float:
-    """Seconds that starting ``count`` workers (and loading their layout models) adds to a conversion."""
-    workers = am.ConversionWorkers(count)
-    try:
-        cold = timed(am.pdf_to_markdown, data, workers=workers)[0]
-        return cold - timed(am.pdf_to_markdown, data, workers=workers)[0]
-    finally:
-        workers.stop()
-
-
 def peak_rss_mb(env: dict[str, str], arxiv_id: str) -> float:
-    """Peak simultaneous RSS of the server's process tree while it reads ``arxiv_id`` in full."""
+    """Peak RSS of the server's process (and any children) while it reads ``arxiv_id`` in full."""
     import psutil
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -184,6 +238,38 @@ def peak_rss_mb(env: dict[str, str], arxiv_id: str) -> float:
     return peak
 
 
+def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: int) -> None:
+    """The agent-session rows of the README's table: ratios to the baseline with the limiter's gap as set and
+    at arXiv's 3 s, the overview beside a long conversion and eight papers at once."""
+    baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
+    bases = {i: statistics.median(baseline(data, settings.max_pages) for _ in range(runs)) for i, data in pdfs.items()}
+    print("| agent session (no pause between papers) | limiter gap | median | ratio to baseline |\n|---|---|---|---|")
+    for gap in sorted({settings.min_interval, 3.0}):
+        gapped = dataclasses.replace(settings, min_interval=gap)
+        samples: dict[str, dict[str, list[float]]] = {}
+        for _ in range(runs):
+            library = am.PaperLibrary(gapped, am.RateLimiter(gap))
+            for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
+                for name, value in measured.items():
+                    samples.setdefault(name, {}).setdefault(arxiv_id, []).append(value)
+            wait_idle(library)
+        for name, per_paper in samples.items():
+            medians = {i: statistics.median(v) for i, v in per_paper.items()}
+            ratio = statistics.median(medians[i] / bases[i] for i in medians)
+            print(f"| {name} | {gap:g} s | {statistics.median(medians.values()):.2f} s | {ratio:.2f} |", flush=True)
+    long_id = max(pdfs, key=lambda i: len(pdfs[i]) if i == "2502.21088v1" else 0)
+    short_id = "2203.00274v2" if "2203.00274v2" in pdfs else min(pdfs, key=lambda i: len(pdfs[i]))
+    beside = statistics.median(overview_beside_a_long_read(pdfs, settings, long_id, short_id) for _ in range(runs))
+    print(f"| cold overview of {short_id} while {long_id} converts for a `full` read | {settings.min_interval:g} s "
+          f"| {beside:.2f} s | |")
+    if len(pdfs) >= 8:
+        ids = sorted(pdfs, key=lambda i: len(pdfs[i]))[-8:]  # the largest PDFs
+        slowest, peak = eight_at_once(pdfs, settings, ids)
+        print(f"| eight overviews of the eight largest papers at once: the slowest (converting all eight: "
+              f"{sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | {slowest:.2f} s | "
+              f"peak RSS {peak:.0f} MB |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf"))
@@ -192,7 +278,9 @@ def main() -> None:
                         help="the rate limiter's gap in seconds (arXiv's is 3; 0 measures the pipeline alone)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in waits before answering")
     parser.add_argument("--papers", nargs="*", help="only these ids")
-    parser.add_argument("--workers", type=int, default=2, help="ARXIV_WORKERS measured against in-process")
+    parser.add_argument("--agent", action="store_true",
+                        help="only the agent-session scenario (no pause between papers), with the limiter's gap "
+                             "at --interval and at arXiv's 3 s")
     parser.add_argument("--compare-modes", action="store_true",
                         help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
                              "and the font outline")
@@ -209,6 +297,9 @@ def main() -> None:
     base = f"http://127.0.0.1:{server.server_address[1]}"
     settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", min_interval=args.interval,
                            deadline=600)
+    if args.agent:
+        report_agent_session(pdfs, settings, args.runs)
+        return
     env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
            "ARXIV_MIN_INTERVAL": str(args.interval)}
 
@@ -221,11 +312,11 @@ def main() -> None:
     for arxiv_id, data in pdfs.items():
         with pymupdf.open(stream=data, filetype="pdf") as doc:
             page_counts[arxiv_id] = doc.page_count
-    rows, workers = [], am.ConversionWorkers(args.workers)
+    rows = []
     for arxiv_id, data in pdfs.items():
         pages = min(page_counts[arxiv_id], settings.max_pages)
         base_time = statistics.median(baseline(data, settings.max_pages) for _ in range(args.runs))
-        measured = measure_paper(arxiv_id, settings, args.runs, workers)
+        measured = measure_paper(arxiv_id, settings, args.runs)
         rows.append((arxiv_id, pages, base_time, measured))
         print(f"{arxiv_id}: {pages} pages, baseline {base_time:.2f} s, "
               + ", ".join(f"{k} {v:.3f}" for k, v in measured.items()), file=sys.stderr)
@@ -243,11 +334,8 @@ def main() -> None:
         server_ready_seconds(env, commands["uv run arxiv_mcp.py"])  # warm uv's cache for the script
     ready = {name: statistics.median(server_ready_seconds(env, command) for _ in range(args.runs))
              for name, command in commands.items()}
-    workers.stop()
     largest = max(page_counts, key=page_counts.get)  # the longest paper
-    peak = {count: peak_rss_mb({**env, "ARXIV_WORKERS": str(count)}, largest) for count in (0, args.workers)}
-    smallest = min(pdfs, key=lambda k: len(pdfs[k]))
-    startup = statistics.median(workers_startup(pdfs[smallest], args.workers) for _ in range(args.runs))
+    peak = peak_rss_mb(env, largest)
     server.shutdown()
 
     def median_of(name: str) -> float:
@@ -264,8 +352,7 @@ def main() -> None:
     print("\n| measurement | median | ratio to baseline |\n|---|---|---|")
     print(f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
           f"{statistics.median(b for _, _, b, _ in rows):.2f} s ({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |")
-    for name in ("cold overview", "cold overview + first section", "cold full text",
-                 f"cold full text, ARXIV_WORKERS={args.workers}"):
+    for name in ("cold overview", "cold overview + first section", "cold full text"):
         split = "; ".join(f"{label}, {sum(k == kind for k in kinds.values())} papers: "
                           f"{ratio_of(name, lambda i, kind=kind: kinds[i] == kind):.2f}"
                           for label, kind in groups.items() if kind in kinds.values())
@@ -279,10 +366,7 @@ def main() -> None:
           f"largest {max(sizes):,.0f}; {sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ 4,000 | |")
     for name, seconds in ready.items():
         print(f"| server start to `tools/list` (`{name}`, SDK stdio client) | {seconds:.2f} s | |")
-    for count, megabytes in peak.items():
-        print(f"| peak RSS of the server's process tree, {largest} ({page_counts[largest]} pages) in full, "
-              f"ARXIV_WORKERS={count} | {megabytes:.0f} MB | |")
-    print(f"| what starting {args.workers} workers adds to their first conversion ({smallest}) | {startup:.2f} s | |")
+    print(f"| peak RSS of the server's process, {largest} ({page_counts[largest]} pages) in full | {peak:.0f} MB | |")
     print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
 
 
