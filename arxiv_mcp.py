@@ -2033,6 +2033,9 @@ class Reading:
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
 
 _BACKGROUND_PAPERS = 2  # papers whose full text goes on converting while nobody waits: the most recently asked
+# The urgency of an arXiv request, the smallest first: a search or metadata is one quick request that a caller
+# waits for; a PDF a caller waits for is a larger one; a request whose callers all gave up is background work.
+URGENT_SMALL, URGENT_PDF, URGENT_BACKGROUND = 0, 1, 2
 _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
 _IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
 
@@ -2063,8 +2066,9 @@ class _PaperState:
 
     @property
     def size(self) -> int:
-        """Bytes it holds: the PDF and the converted pages."""
-        return len(self.pdf or b"") + sum(sys.getsizeof(page) for page in self.pages.values())
+        """Bytes it holds: the PDF, the converted pages and the texts made of them."""
+        return (len(self.pdf or b"") + sum(sys.getsizeof(page) for page in self.pages.values())
+                + sum(sys.getsizeof(text.markdown) for _, text in self.texts.values()))
 
     def full_pages(self, max_pages: int) -> range:
         """The pages (from 0) of its full text: the first ``max_pages``."""
@@ -2084,10 +2088,11 @@ class Scheduler:
     2. the full text's pages of the ``_BACKGROUND_PAPERS`` most recently asked
        papers, the newest first; older papers wait until they are asked again.
 
-    arXiv requests take turns too, one at a time: one that a caller waits for
-    (a search, metadata, a PDF someone waits for) goes before background
-    downloads, which ``RateLimiter`` alone would serve in any order.  ``changed``
-    is the one condition: callers wait on it for what the jobs make.
+    arXiv requests take turns too, one at a time, by urgency (``request_turn``):
+    a search or metadata that a caller waits for, then a PDF a caller waits
+    for, then the requests of callers who gave up; ``RateLimiter`` alone would
+    serve them in any order.  ``changed`` is the one condition: callers wait on
+    it for what the jobs make.
     """
 
     def __init__(self, max_pages: Callable[[], int], needed: Callable[[_PaperState], set[int]],
@@ -2099,7 +2104,7 @@ class Scheduler:
         self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
         self._recent: list[_PaperState] = []  # the most recently asked papers, the newest last
-        self._requests: list[tuple[Callable[[], bool], int]] = []  # arXiv requests waiting for their turn
+        self._requests: list[tuple[Callable[[], int], int]] = []  # arXiv requests waiting: (urgency, order)
         self._requesting = False
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
@@ -2217,13 +2222,14 @@ class Scheduler:
                 state.doc = None
 
     @contextlib.contextmanager
-    def request_turn(self, urgent: Callable[[], bool], deadline: float | None = None) -> Iterator[None]:
-        """Wait for this library's turn to send one arXiv request: ``urgent()`` says whether a caller
-        waits for it.  Raises ArxivError when the turn would come after ``deadline`` (a ``clock`` time)."""
-        me = (urgent, next(self._order))
+    def request_turn(self, urgency: Callable[[], int], deadline: float | None = None) -> Iterator[None]:
+        """Wait for this library's turn to send one arXiv request.  ``urgency()``, asked
+        afresh at each turn, ranks it (``URGENT_*``: the smallest goes first, then the
+        oldest).  Raises ArxivError when the turn would come after ``deadline`` (a ``clock`` time)."""
+        me = (urgency, next(self._order))
 
-        def first() -> tuple[Callable[[], bool], int]:
-            return min(self._requests, key=lambda request: (not request[0](), request[1]))
+        def first() -> tuple[Callable[[], int], int]:
+            return min(self._requests, key=lambda request: (request[0](), request[1]))
 
         with self.changed:
             self._requests.append(me)
@@ -2290,19 +2296,19 @@ class PaperLibrary:
         with changed:
             state = self._states.get(arxiv_id)
             if state is None:
-                state = self._start(arxiv_id)
+                state = self._start(arxiv_id, on_progress)
+            elif on_progress is not None:
+                state.listeners.append(on_progress)
             self._states.move_to_end(arxiv_id)
             self.scheduler.touch(state)
             state.waiting += 1
             state.wants[want] += 1  # the scheduler converts what it needs first
             if state.pdf is not None:
                 self.scheduler.add(state)
-            if on_progress is not None:
-                state.listeners.append(on_progress)
             try:
                 while (reading := self._answer(state, want)) is None:
                     pages = self._pages_needed(state, want)
-                    if pages and all(page in state.pages for page in pages):
+                    if state.paper is not None and pages and all(page in state.pages for page in pages):
                         # The converted text ends a section later than the outline said: read on.
                         state.read_on.update(next(([page] for page in range(max(pages), state.page_count)
                                                    if page not in state.pages), []))
@@ -2319,28 +2325,28 @@ class PaperLibrary:
                     state.listeners.remove(on_progress)
                 self._evict()
 
-    def _start(self, arxiv_id: str) -> _PaperState:
+    def _start(self, arxiv_id: str, on_progress: Progress | None) -> _PaperState:
         """A new paper's state, and its download thread (with ``changed`` held)."""
         loading = sum(state.loading for state in self._states.values())
         if loading >= _MAX_COLD_READS:
             wait = max(5, round(2 * loading * self.limiter.interval))  # two requests a paper
             raise ArxivError(f"The server is busy downloading {loading} other papers; try again in about {wait} s.",
                              transient=True)
-        state = self._states[arxiv_id] = _PaperState(arxiv_id)
+        state = self._states[arxiv_id] = _PaperState(arxiv_id, listeners=[on_progress] if on_progress else [])
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
 
     def _load(self, state: _PaperState) -> None:
         """Download the PDF, then the metadata; a caller waiting goes before background work."""
-        def urgent() -> bool:
-            return state.waiting > 0
+        def urgency(waited_for: int) -> Callable[[], int]:
+            return lambda: waited_for if state.waiting else URGENT_BACKGROUND
 
         settings, limiter, changed = self.settings, self.limiter, self.scheduler.changed
         for listener in list(state.listeners):
             with contextlib.suppress(Exception):
                 listener(0, None, "Downloading the PDF")
         try:
-            with self.scheduler.request_turn(urgent):
+            with self.scheduler.request_turn(urgency(URGENT_PDF)):
                 pdf = fetch_pdf(state.arxiv_id, settings=settings, limiter=limiter)
             with changed:
                 state.pdf = pdf
@@ -2353,7 +2359,7 @@ class PaperLibrary:
             with changed:
                 state.text_error = ArxivError("The PDF could not be downloaded (an internal error).", transient=True)
         try:
-            with self.scheduler.request_turn(urgent):
+            with self.scheduler.request_turn(urgency(URGENT_SMALL)):
                 paper = fetch_metadata(state.arxiv_id, settings=settings, limiter=limiter)
         except Exception as error:
             if not isinstance(error, ArxivError):
@@ -2551,7 +2557,7 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     library = library or LIBRARY
     request = build_search(**arguments)
     deadline = _deadline(library.settings, library.limiter)
-    with library.scheduler.request_turn(lambda: True, deadline):
+    with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline):
         feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter)
     return format_search(request, feed)
 

@@ -11,6 +11,7 @@ an otherwise idle machine.
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import os
 import re
@@ -160,29 +161,33 @@ def overview_beside_a_long_read(pdfs: dict[str, bytes], settings: am.Settings, l
     return seconds
 
 
-def eight_at_once(pdfs: dict[str, bytes], settings: am.Settings, ids: list[str]) -> tuple[float, float]:
-    """Eight overviews of eight different papers asked at once: the slowest overview's seconds, and the process's
-    peak RSS in MB until then and for 10 s of the background work after."""
-    import psutil
-
-    library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
-    answered: dict[str, float] = {}
+def flood(pdfs: dict[str, bytes], settings: am.Settings, count: int = 30) -> tuple[float, float, int]:
+    """``count`` cold reads of unknown papers at once, with a 1 s limiter gap and a 5 s deadline, and a search
+    asked 1 s later: the search's seconds, the seconds until no arXiv request is queued or under way any more,
+    and how many reads were told at once that the server is busy."""
+    flooded = dataclasses.replace(settings, min_interval=1.0, deadline=5.0)
+    library = am.PaperLibrary(flooded, am.RateLimiter(1.0))
+    smallest = min(pdfs.values(), key=len)
+    ids = [f"2101.{n:05d}" for n in range(count)]
+    pdfs.update({arxiv_id: smallest for arxiv_id in ids})  # the stand-in serves them from now on
+    answers: list[str] = []
     start = time.perf_counter()
-
-    def overview(arxiv_id: str) -> None:
-        am.read_paper(arxiv_id, library=library)
-        answered[arxiv_id] = time.perf_counter() - start
-
-    threads = [threading.Thread(target=overview, args=(i,)) for i in ids]
-    for thread in threads:
-        thread.start()
-    peak, me = 0.0, psutil.Process()
-    while any(thread.is_alive() for thread in threads) or time.perf_counter() - start < max(answered.values(),
-                                                                                             default=0) + 10:
-        peak = max(peak, me.memory_info().rss / 1e6)
+    readers = [threading.Thread(target=lambda i=i: answers.append(am.arxiv_tool(paper=i, library=library)))
+               for i in ids]
+    for reader in readers:
+        reader.start()
+    time.sleep(1.0)
+    search, found = timed(am.arxiv_tool, library=library, query="flood")
+    assert found.startswith("# arXiv search"), found
+    for reader in readers:
+        reader.join()
+    while library.scheduler._requests or library.scheduler._requesting or any(
+            t.name == "arxiv-load" for t in threading.enumerate()):
         time.sleep(0.05)
-    wait_idle(library)
-    return max(answered.values()), peak
+    for arxiv_id in ids:
+        del pdfs[arxiv_id]
+    busy = sum("The server is busy" in answer for answer in answers)
+    return search, time.perf_counter() - start, busy
 
 
 def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
@@ -203,13 +208,20 @@ def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
     return asyncio.run(main())
 
 
-def peak_rss_mb(env: dict[str, str], arxiv_id: str) -> float:
-    """Peak RSS of the server's process (and any children) while it reads ``arxiv_id`` in full."""
+def server_calls(env: dict[str, str], calls: list[dict[str, str]], linger: float = 0.0) -> tuple[float, list[float]]:
+    """Make ``calls`` to a fresh stdio server at once: the peak RSS (MB) of the server's process (and any
+    children) until they are answered and for ``linger`` seconds of its background work after, and the seconds
+    each call took."""
     import psutil
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    peak = 0.0
+    peak, seconds = 0.0, []
+
+    async def timed_call(session, arguments: dict[str, str]) -> None:
+        start = time.perf_counter()
+        await session.call_tool("arxiv", arguments)
+        seconds.append(time.perf_counter() - start)
 
     async def main() -> None:
         nonlocal peak
@@ -218,24 +230,23 @@ def peak_rss_mb(env: dict[str, str], arxiv_id: str) -> float:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
-                    me = psutil.Process()
-                    servers = [p for p in me.children(recursive=True) if "arxiv_mcp.py" in " ".join(p.cmdline())]
-                    call = asyncio.create_task(session.call_tool("arxiv", {"paper": arxiv_id, "section": "full"}))
-                    while not call.done():
+                    servers = [p for p in psutil.Process().children(recursive=True)
+                               if "arxiv_mcp.py" in " ".join(p.cmdline())]
+                    every = asyncio.gather(*(timed_call(session, arguments) for arguments in calls))
+                    done_at = None
+                    while done_at is None or time.perf_counter() - done_at < linger:
                         total = 0
-                        for server in servers:
-                            with_children = [server, *server.children(recursive=True)]
-                            for process in with_children:
-                                try:
-                                    total += process.memory_info().rss
-                                except psutil.Error:
-                                    pass
+                        for process in [p for server in servers for p in (server, *server.children(recursive=True))]:
+                            with contextlib.suppress(psutil.Error):
+                                total += process.memory_info().rss
                         peak = max(peak, total / 1e6)
+                        if done_at is None and every.done():
+                            done_at = time.perf_counter()
                         await asyncio.sleep(0.05)
-                    await call
+                    await every
 
     asyncio.run(main())
-    return peak
+    return peak, seconds
 
 
 def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: int) -> None:
@@ -262,12 +273,17 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
     beside = statistics.median(overview_beside_a_long_read(pdfs, settings, long_id, short_id) for _ in range(runs))
     print(f"| cold overview of {short_id} while {long_id} converts for a `full` read | {settings.min_interval:g} s "
           f"| {beside:.2f} s | |")
-    if len(pdfs) >= 8:
+    search, drained, busy = flood(pdfs, settings)
+    print(f"| a flood of 30 cold reads (5 s deadline): a search asked meanwhile / every queued request done "
+          f"| 1 s | {search:.2f} s / {drained:.1f} s | {busy} of 30 told at once that the server is busy |")
+    if len(pdfs) >= 8:  # through the MCP stdio server, in a fresh process
         ids = sorted(pdfs, key=lambda i: len(pdfs[i]))[-8:]  # the largest PDFs
-        slowest, peak = eight_at_once(pdfs, settings, ids)
-        print(f"| eight overviews of the eight largest papers at once: the slowest (converting all eight: "
-              f"{sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | {slowest:.2f} s | "
-              f"peak RSS {peak:.0f} MB |")
+        env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
+               "ARXIV_MIN_INTERVAL": str(settings.min_interval)}
+        peak, seconds = server_calls(env, [{"paper": i} for i in ids], linger=10.0)
+        print(f"| eight overviews of the eight largest papers at once, stdio server: the slowest (converting all "
+              f"eight: {sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | {max(seconds):.2f} s | "
+              f"server's peak RSS {peak:.0f} MB, with 10 s of background work after |")
 
 
 def main() -> None:
@@ -335,7 +351,7 @@ def main() -> None:
     ready = {name: statistics.median(server_ready_seconds(env, command) for _ in range(args.runs))
              for name, command in commands.items()}
     largest = max(page_counts, key=page_counts.get)  # the longest paper
-    peak = peak_rss_mb(env, largest)
+    peak = server_calls(env, [{"paper": largest, "section": "full"}])[0]
     server.shutdown()
 
     def median_of(name: str) -> float:

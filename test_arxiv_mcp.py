@@ -1108,28 +1108,29 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     assert scheduler._job_for(states[0])[0] < jobs[2][0]
 
 
-def test_a_waiting_callers_request_goes_before_background_downloads():
+def test_arxiv_requests_take_turns_by_urgency_then_age():
     scheduler, order, holding = am.Scheduler(lambda: 30, needed=lambda state: set()), [], threading.Event()
 
-    def request(name, urgent):
-        with scheduler.request_turn(lambda: urgent):
+    def request(name, urgency):
+        with scheduler.request_turn(lambda: urgency):
             order.append(name)
             if name == "first":
                 holding.wait(5)
 
-    first = threading.Thread(target=request, args=("first", False))
+    first = threading.Thread(target=request, args=("first", am.URGENT_BACKGROUND))
     first.start()
     while not order:
         time.sleep(0.01)
-    waiting = [threading.Thread(target=request, args=(name, urgent))
-               for name, urgent in [("background 1", False), ("background 2", False), ("search", True)]]
+    waiting = [threading.Thread(target=request, args=(name, urgency)) for name, urgency in [
+        ("abandoned download 1", am.URGENT_BACKGROUND), ("a PDF someone waits for", am.URGENT_PDF),
+        ("abandoned download 2", am.URGENT_BACKGROUND), ("search", am.URGENT_SMALL)]]
     for thread in waiting:
         thread.start()
         time.sleep(0.05)  # queued in this order
     holding.set()
     for thread in [first, *waiting]:
         thread.join(5)
-    assert order == ["first", "search", "background 1", "background 2"]
+    assert order == ["first", "search", "a PDF someone waits for", "abandoned download 1", "abandoned download 2"]
 
 
 def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is_busy(env, monkeypatch):
@@ -1755,13 +1756,16 @@ def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServ
 
 
 def corpus_answer(pdfs: dict[str, bytes]) -> Answer:
-    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID."""
+    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID; any search finds the
+    first paper."""
 
     def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
         if path.startswith("/pdf/") and path[5:] in pdfs:
             return pdfs[path[5:]], "application/pdf"
         if path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
             return ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
+        if path == "/api/query" and "search_query" in query:
+            return ATOM_ENTRY.format(id=next(iter(pdfs))).encode(), "application/atom+xml"
         return None
 
     return answer
