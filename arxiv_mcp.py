@@ -1410,6 +1410,41 @@ def _overview(text: str, sections: Sequence[Section], page_count: int, pages: in
     return Overview(page_count, pages, len(text), rows, links, estimated)
 
 
+@dataclass(frozen=True)
+class Passage:
+    """A paragraph of the PDF's raw text layer (a text block), cleaned for reading and finding."""
+
+    page: int  # from 1
+    offset: int  # where it starts in the raw text of the whole paper (``_skim``'s text)
+    text: str
+
+
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})  # U+FB00-FB06 only: NFKC would also turn ² into 2
+
+
+def _clean_passage(text: str) -> str:
+    """Raw text on one line: ligatures spelt out, words hyphenated at a line end joined."""
+    text = re.sub(r"(?<=[^\W\d_])-\n(?=[a-z])", "", text.translate(_LIGATURES))
+    return " ".join(text.split())
+
+
+def _page_blocks(page: "pymupdf.Page") -> list[str]:
+    """The texts of a page's text blocks, in the text layer's order: joined, they are its raw text."""
+    return [block[4] for block in page.get_text("blocks") if block[6] == 0]
+
+
+def _passages(page_blocks: Sequence[Sequence[str]]) -> tuple[Passage, ...]:
+    """Every text block of the paper as a Passage, with its offset in the raw text."""
+    passages, offset = [], 0
+    for page, blocks in enumerate(page_blocks, start=1):
+        for block in blocks:
+            if text := _clean_passage(block):
+                passages.append(Passage(page, offset, text))
+            offset += len(block)
+    return tuple(passages)
+
+
 def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overview | None:
     """The overview of a paper from its outline placed in the raw text of its pages, or None
     when the outline has too few entries (then only the converted text can tell the sections)."""
@@ -1441,7 +1476,7 @@ def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None 
         try:
             pages = min(doc.page_count, max_pages or _MAX_STRUCTURE_PAGES)
             outline = _paper_outline(doc, pages) if outline is None else outline
-            return _skim([doc[number].get_text() for number in range(pages)], outline, doc.page_count)
+            return _skim(["".join(_page_blocks(doc[number])) for number in range(pages)], outline, doc.page_count)
         finally:
             doc.close()
 
@@ -1575,6 +1610,70 @@ def format_metadata(paper: Paper, extra: Sequence[str] = (), affiliations: bool 
         lines.append(f"- **Comment:** {paper.comment}")
     lines += [*extra, "", "## Abstract", paper.abstract or "(no abstract)"]
     return "\n".join(lines)
+
+
+# Citing: BibTeX in the form of arXiv's own export, from the metadata alone.
+_NAME_PARTICLES = frozenset("van von der den de del della di da du des le la dos das ter ten af al bin ibn y".split())
+_NAME_SUFFIXES = frozenset("jr jr. sr sr. ii iii iv".split())
+_COLLABORATION = re.compile(r"\b(?:collaborations?|consortium|team|group)\b", re.I)
+_TITLE_STOPWORDS = frozenset("a an the on of in for and to with from towards toward via at by is are".split())
+_NOT_DECOMPOSED = str.maketrans({"ß": "ss", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "æ": "ae", "Æ": "AE",
+                                 "œ": "oe", "đ": "d", "Đ": "D", "ı": "i"})
+_BIBTEX_SPECIAL = re.compile(r"(?<!\\)([&%#_])")  # characters BibTeX and LaTeX read as commands outside math
+
+
+def _ascii(text: str) -> str:
+    """``text`` folded to ASCII: accents dropped, letters without a decomposition spelt out."""
+    return unicodedata.normalize("NFKD", text.translate(_NOT_DECOMPOSED)).encode("ascii", "ignore").decode()
+
+
+def _last_name(name: str) -> str:
+    """An author's last name with its particles (``Del Maestro``, ``de With``), without a suffix (``Jr.``);
+    a collaboration's name without the word (``ATLAS Collaboration`` -> ``ATLAS``)."""
+    words = name.replace(",", " ").split()
+    if _COLLABORATION.search(name):
+        named = [w for w in words if not _COLLABORATION.fullmatch(w) and w.lower() not in ("the", "for", "and")]
+        return (named or words)[0]
+    while len(words) > 1 and words[-1].lower() in _NAME_SUFFIXES:
+        words.pop()
+    start = len(words) - 1
+    while start > 1 and words[start - 1].lower() in _NAME_PARTICLES:
+        start -= 1
+    return " ".join(words[start:])
+
+
+def bibtex_key(paper: Paper) -> str:
+    """``murray2012quantum``: the first author's last name in ASCII, the year of the
+    version, and the first significant word of the title (TeX left out)."""
+    author = _last_name(paper.authors[0].name) if paper.authors else "anonymous"
+    words = re.findall(r"[A-Za-z0-9]+", _ascii(re.sub(r"\$[^$]*\$", " ", paper.title)))
+    word = next((w for w in words if w.lower() not in _TITLE_STOPWORDS), "")
+    return re.sub(r"[^a-z0-9]", "", _ascii(author).lower()) + paper.updated[:4] + word.lower()
+
+
+def _bibtex_text(text: str) -> str:
+    """``text`` for a BibTeX field: TeX math (``$...$``) as it is, ``& % # _`` escaped elsewhere."""
+    parts = re.split(r"(\$[^$]*\$)", text)
+    return "".join(part if part.startswith("$") and part.endswith("$") and len(part) > 1
+                   else _BIBTEX_SPECIAL.sub(r"\\\1", part) for part in parts)
+
+
+def format_bibtex(paper: Paper) -> str:
+    """One ``@misc`` BibTeX entry as arXiv exports it: every author, the year of the
+    version read, the eprint without its version, the DOI and the journal reference
+    (as ``note``) when there are; the title's case protected by braces."""
+    base, _ = _split_version(paper.arxiv_id)
+    fields = [("title", "{" + _bibtex_text(paper.title) + "}"),
+              ("author", " and ".join(_bibtex_text(author.name) for author in paper.authors)),
+              ("year", paper.updated[:4]), ("eprint", base), ("archivePrefix", "arXiv"),
+              ("primaryClass", paper.primary_category)]
+    if paper.dois:
+        fields.append(("doi", paper.dois[0]))
+    if paper.journal_ref:
+        fields.append(("note", _bibtex_text(paper.journal_ref)))
+    fields.append(("url", paper.abs_url))
+    body = "".join(f"  {name} = {{{value}}},\n" for name, value in fields)
+    return f"@misc{{{bibtex_key(paper)},\n{body}}}"
 
 
 @dataclass(frozen=True)
@@ -1810,6 +1909,107 @@ def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int
     return _capped(document, max_chars, lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url))
 
 
+# Finding a passage: words or "quoted phrases" in the raw text's paragraphs.
+_FIND_PASSAGES = 8  # passages in one answer
+_FIND_CHARS = 6_000  # characters of passages in one answer
+_PASSAGE_WINDOW = 600  # characters of a long paragraph shown around its first match
+
+
+def _fold(text: str) -> tuple[str, list[int]]:
+    """``text`` in lower case without accents, with the index in ``text`` of each character."""
+    folded, where = [], []
+    for index, ch in enumerate(text):
+        for part in unicodedata.normalize("NFKD", ch):
+            if not unicodedata.combining(part):
+                folded.append(part.casefold())
+                where.extend([index] * len(part.casefold()))
+    return "".join(folded), where
+
+
+def _find_terms(query: str) -> list[re.Pattern[str]]:
+    """The patterns of a query: each "quoted phrase" as written, each other word at the start of a word."""
+    terms = []
+    for phrase, word in re.findall(r'"([^"]+)"|(\S+)', query):
+        folded = _fold(" ".join((phrase or word.strip(".,;:!?()[]'")).split()))[0]
+        if folded:
+            terms.append(re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, folded.split()))))
+    return terms
+
+
+def _matches_in(passage: Passage, terms: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
+    """The spans of ``passage.text`` that the terms match, or [] unless every term matches."""
+    folded, where = _fold(passage.text)
+    spans = []
+    for term in terms:
+        found = [(where[m.start()], where[m.end() - 1] + 1) for m in term.finditer(folded)]
+        if not found:
+            return []
+        spans += found
+    return sorted(spans)
+
+
+def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` (a window of a passage) with its matches in bold, around the first one."""
+    start = max(0, spans[0][0] - _PASSAGE_WINDOW // 3)
+    end = min(len(text), start + _PASSAGE_WINDOW)
+    out, position = [], start
+    for left, right in spans:
+        if left < position or right > end:
+            continue
+        out += [text[position:left], f"**{text[left:right]}**"]
+        position = right
+    out.append(text[position:end])
+    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview: Overview | None = None,
+                selector: str = "") -> str:
+    """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best
+    first: the most matches, then reading order.  Each names its section (``overview``'s list)
+    and page, with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``.
+    ``selector`` keeps the passages of those sections.  No match is a short answer, not an error."""
+    sections = [row.section for row in overview.sections] if overview else []
+    terms = _find_terms(query)
+    if not terms:
+        return f'{ERROR} `find` needs words or a "quoted phrase".'
+    if selector:
+        chosen = _select_sections(sections, selector) if sections else "This paper has no section list to search in."
+        if isinstance(chosen, str):
+            return f"{ERROR} {chosen}"
+        passages = [p for p in passages if any(s.start <= p.offset < s.end for s in chosen)]
+
+    def section_of(passage: Passage) -> Section | None:
+        return next((s for s in reversed(sections) if s.start <= passage.offset), None)
+
+    found = [(len(spans), passage, spans) for passage in passages if (spans := _matches_in(passage, terms))]
+    where = f' in section "{selector}"' if selector else ""
+    if not found:
+        names = _choices([s for s in sections if s.level == 1]) if sections else "none found"
+        return f"No passage of this paper{where} matches {_quote_input(query)}. Its sections: {names}."
+    best = sorted(found, key=lambda item: (-item[0], item[1].page, item[1].offset))
+    lines = [f"# {_quote_input(query)} in {paper.title} (arXiv:{paper.arxiv_id})", ""]
+    shown = 0
+    for count, passage, spans in best[:_FIND_PASSAGES]:
+        section = section_of(passage)
+        entry = (f"{shown + 1}. **{section.label if section else 'front matter'}**, p. {passage.page} "
+                 f"({count} match{'es' if count > 1 else ''}): {_bolded(passage.text, spans)}")
+        if shown and sum(map(len, lines)) + len(entry) > _FIND_CHARS:
+            break
+        lines += [entry, ""]
+        shown += 1
+    summary = f"{len(found)} passage{'s' if len(found) > 1 else ''}{where} match; "
+    summary += f"the {shown} with the most matches first." if shown < len(found) else "all shown, most matches first."
+    lines.insert(1, summary)
+    if shown < len(found) and sections:
+        richest = Counter(s.label for _, p, _ in found if (s := section_of(p)))
+        if richest:
+            label, count = richest.most_common(1)[0]
+            section = next(s for s in sections if s.label == label)
+            lines.append(f'More: {count} are in "{label}": read it with `section="{section.number or section.title}"`, '
+                         "or give `find` with `section` to search one section.")
+    return "\n".join(lines).strip()
+
+
 # ---------------------------------------------------------------------------
 # Search: building the API query and formatting results
 # ---------------------------------------------------------------------------
@@ -2028,6 +2228,7 @@ class Reading:
     text_error: str | None = None
     transient: bool = False  # the text is missing for a reason that may pass: read again later
     overview: Overview | None = None
+    passages: tuple[Passage, ...] = ()  # the raw text's paragraphs, for ``find``
 
 
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
@@ -2055,6 +2256,7 @@ class _PaperState:
     page_count: int = 0
     outline: Outline = ()
     skim: Overview | None = None  # the overview from the raw text layer, when the outline allows one
+    passages: tuple[Passage, ...] = ()  # the raw text layer's paragraphs, for ``find``
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page, from 0
     wants: Counter[str] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
     read_on: set[int] = dataclasses.field(default_factory=set)  # pages (from 0) a section runs on to
@@ -2176,14 +2378,15 @@ class Scheduler:
                 doc = _open_pdf(state.pdf)
                 try:
                     page_count = doc.page_count
-                    texts = [doc[number].get_text() for number in range(min(page_count, _MAX_STRUCTURE_PAGES))]
+                    blocks = [_page_blocks(doc[number]) for number in range(min(page_count, _MAX_STRUCTURE_PAGES))]
+                    texts = ["".join(page) for page in blocks]
                     if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
                         raise ArxivError(_SCANNED)
                     outline = _paper_outline(doc, len(texts))
                 except BaseException:
                     doc.close()
                     raise
-            skim = _skim(texts, outline, page_count)
+            skim, passages = _skim(texts, outline, page_count), _passages(blocks)
         except Exception as error:
             failure = error if isinstance(error, ArxivError) else ArxivError("The PDF could not be read.")
             if not isinstance(error, ArxivError):
@@ -2193,6 +2396,7 @@ class Scheduler:
             return
         with self.changed:
             state.doc, state.page_count, state.outline, state.skim = doc, page_count, outline, skim
+            state.passages = passages
             state.structured = True
 
     def _convert(self, state: _PaperState, number: int) -> None:
@@ -2276,6 +2480,15 @@ class PaperLibrary:
             if state is None or state.loading:
                 return None
             return self._answer(state, "full")
+
+    def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
+        """The paper's metadata alone: the known one, or one API request, with no PDF download."""
+        with self.scheduler.changed:
+            state = self._states.get(arxiv_id)
+            if state is not None and state.paper is not None:
+                return state.paper
+        with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline):
+            return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter)
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
              want: str = "full") -> Reading:
@@ -2389,6 +2602,8 @@ class PaperLibrary:
         if not state.structured or state.text_error is not None:
             return set()
         full = set(state.full_pages(self.settings.max_pages))
+        if want == "find":
+            return set()
         if want == "full" or state.skim is None:
             return full
         if want == "overview":
@@ -2415,6 +2630,8 @@ class PaperLibrary:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
         if not state.structured or any(page not in state.pages for page in self._pages_needed(state, want)):
             return None
+        if want == "find":  # the raw text answers it, with the outline's sections
+            return Reading(state.paper, None, overview=state.skim, passages=state.passages)
         if want == "full" or state.skim is None:
             text = self._text(state, full=True)
             if want not in ("full", "overview"):
@@ -2509,7 +2726,8 @@ Read: give `paper` (an arXiv id such as 1706.03762 or hep-th/9711200, optionally
 or any arxiv.org abs/pdf/html URL). Without `section` you get an overview: metadata, abstract and the list \
 of sections with their sizes. Then read the sections you need with `section` (a number such as "3" or "2.1", \
 or a title such as "Introduction"; several separated by commas), or the whole paper with section="full" \
-(long: prefer sections).
+(long: prefer sections). section="bibtex" cites the paper. `find` returns the passages that hold some words \
+or a "quoted phrase", with their sections and pages.
 
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and paging. \
 Results list ids you can read with `paper`."""
@@ -2517,7 +2735,10 @@ Results list ids you can read with `paper`."""
 _PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' "
                "or 'https://arxiv.org/abs/1706.03762'.")
 _SECTION_HELP = ("With `paper`: omit for the overview (metadata, abstract, section list); a section number or title "
-                 "('3', '2.1', 'Introduction', several comma-separated); or 'full' for the whole text.")
+                 "('3', '2.1', 'Introduction', several comma-separated); 'full' for the whole text; 'bibtex'.")
+_FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to find; returns the matching passages, "
+              "best first, with section and page. With `section`: only there.")
+
 
 def _quote_input(text: str) -> str:
     """A short, printable excerpt of untrusted input for an error message."""
@@ -2525,9 +2746,10 @@ def _quote_input(text: str) -> str:
     return f"`{excerpt}`" + ("…" if len(text) > 80 else "")
 
 
-def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary | None = None,
-               on_progress: Progress | None = None) -> str:
-    """The tool's reading half: the overview, the named sections or the full text."""
+def read_paper(paper: str, section: str | None = None, *, find: str | None = None,
+               library: PaperLibrary | None = None, on_progress: Progress | None = None) -> str:
+    """The tool's reading half: the overview, the named sections, the full text, the BibTeX
+    entry, or the passages that ``find`` names."""
     library = library or LIBRARY
     arxiv_id = parse_arxiv_id(paper)
     if arxiv_id is None:
@@ -2536,9 +2758,16 @@ def read_paper(paper: str, section: str | None = None, *, library: PaperLibrary 
                 "use `query`.")
     deadline = _deadline(library.settings, library.limiter)
     choice = (section or "").strip()
+    if (find or "").strip():
+        reading = library.read(arxiv_id, deadline, on_progress, want="find")
+        if reading.text_error:
+            return f"{ERROR} The text of arXiv:{reading.paper.arxiv_id} is unavailable: {reading.text_error}"
+        return format_find(reading.paper, reading.passages, find, reading.overview, choice)
     if not choice:
         reading = library.read(arxiv_id, deadline, on_progress, want="overview")
         return format_overview(reading.paper, reading.overview, reading.text_error)
+    if choice.lower() == "bibtex":
+        return f"```bibtex\n{format_bibtex(library.metadata(arxiv_id, deadline))}\n```"
     if choice.lower() == "full":
         reading = library.read(arxiv_id, deadline, on_progress, want="full")
         return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
@@ -2562,7 +2791,8 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     return format_search(request, feed)
 
 
-def arxiv_tool(paper: str | None = None, section: str | None = None, query: str | None = None,
+def arxiv_tool(paper: str | None = None, section: str | None = None, find: str | None = None,
+               query: str | None = None,
                categories: list[str] | str | None = None, submitted_from: str | None = None,
                submitted_to: str | None = None, sort: str = _DEFAULT["sort"], order: str = _DEFAULT["order"],
                max_results: int = _DEFAULT["max_results"], start: int = _DEFAULT["start"], *,
@@ -2579,7 +2809,9 @@ def arxiv_tool(paper: str | None = None, section: str | None = None, query: str 
         if paper and searching:
             return f"{ERROR} give either `paper` (to read) or `query`/`categories` (to search), not both."
         if paper:
-            return read_paper(paper, section, library=library, on_progress=on_progress)
+            return read_paper(paper, section, find=find, library=library, on_progress=on_progress)
+        if find:
+            return f"{ERROR} `find` searches in one paper: give `paper` too (to search arXiv, use `query`)."
         if searching:
             return search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
                                  submitted_to=submitted_to, sort=sort, order=order, max_results=max_results,
@@ -2627,6 +2859,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         ctx: Context,
         paper: Annotated[str | None, Field(description=_PAPER_HELP)] = None,
         section: Annotated[str | None, Field(description=_SECTION_HELP)] = None,
+        find: Annotated[str | None, Field(description=_FIND_HELP)] = None,
         query: Annotated[str | None, described("query")] = _DEFAULT["query"],
         categories: Annotated[list[str] | str | None, described("categories")] = _DEFAULT["categories"],
         submitted_from: Annotated[str | None, described("submitted_from")] = _DEFAULT["submitted_from"],
@@ -2644,7 +2877,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
 
         # Downloads and conversions block: keep them off the event loop.
         answer = await anyio.to_thread.run_sync(lambda: arxiv_tool(
-            paper, section, query, categories, submitted_from, submitted_to, sort, order, max_results, start,
+            paper, section, find, query, categories, submitted_from, submitted_to, sort, order, max_results, start,
             on_progress=on_progress))
         # An error is still a short Markdown answer for the model; isError tells the client too.
         return CallToolResult(content=[TextContent(type="text", text=answer)], isError=answer.startswith(ERROR))

@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import http.server
 import io
+import json
 import re
 import socket
 import statistics
@@ -973,6 +974,112 @@ def test_argument_errors(env):
 
 
 # ---------------------------------------------------------------------------
+# Research moves: find a passage, cite the paper
+# ---------------------------------------------------------------------------
+
+PDF_0304595 = DATA / "cond-mat_0304595v3.pdf"  # 20 pages, "Drude weight" on most of them
+
+
+@pytest.fixture
+def transport_paper(env):
+    env.feeds["cond-mat/0304595v3"], env.pdfs["cond-mat/0304595v3"] = ATOM_1111, PDF_0304595.read_bytes()
+    return "cond-mat/0304595v3"
+
+
+def found_passages(answer):
+    """(section label, page) of each passage a find answer lists."""
+    return [(m[1], int(m[2])) for m in re.finditer(r"^[0-9]+\. \*\*(.+?)\*\*, p\. ([0-9]+) \(", answer, re.M)]
+
+
+def test_find_a_phrase_that_occurs_many_times(env, transport_paper):
+    answer = call(paper=transport_paper, find='"drude WEIGHT"')  # any case
+    assert re.search(r"^[0-9]+ passages match; the 8 with the most matches first\.$", answer, re.M)
+    passages = found_passages(answer)
+    assert len(passages) == 8 and len(answer) <= 6_500
+    assert ("I INTRODUCTION", 2) in passages  # checked by hand: three times on page 2
+    assert all(1 <= page <= 20 for _, page in passages)
+    assert answer.count("**Drude weight**") >= 8
+    assert re.search(r'^More: [0-9]+ are in "[^"]+": read it with `section="[^"]+"`', answer, re.M)
+
+
+def test_find_words_and_a_section(env, transport_paper):
+    answer = call(paper=transport_paper, find="bosonization umklapp")  # both words, anywhere in the passage
+    assert answer.splitlines()[1] == "2 passages match; all shown, most matches first."
+    assert found_passages(answer) == [("I INTRODUCTION", 1), ("I INTRODUCTION", 2)]
+    only = call(paper=transport_paper, find='"Drude weight"', section="IV.B")
+    assert {label for label, _ in found_passages(only)} <= {
+        "IV.B Numerical results for the XXZ model", "IV.B.1 Technical remarks on the numerical procedure",
+        "IV.B.2 Thermal transport in the XXZ model", "IV.B.3 Spin transport in the XXZ model"}
+    assert 'in section "IV.B" match' in only
+
+
+def test_find_answers_from_the_raw_text_before_any_page_is_converted(env, monkeypatch, page_once, transport_paper):
+    step, delivered = paced_conversion(monkeypatch, env, page_once)
+    answer = call(paper=transport_paper, find="Kubo")
+    assert delivered == [] and "**Kubo**" in answer
+    for _ in range(30):
+        step.release()
+
+
+def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_paper):
+    answer = call(paper=transport_paper, find="qwertyzzz")
+    assert answer.startswith("No passage of this paper matches `qwertyzzz`. Its sections: \"I\" INTRODUCTION,")
+    assert call(find="Drude").startswith("**Error:** `find` searches in one paper")
+
+
+def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
+    passage = am.Passage(3, 0, am._clean_passage("The Dru-\nde weight of the Klümper\nmodel and the ﬁeld"))
+    assert passage.text == "The Drude weight of the Klümper model and the field"
+    for query in ['"drude weight"', "KLUMPER field", '"klumper model"']:
+        spans = am._matches_in(passage, am._find_terms(query))
+        assert spans, query
+    assert am._matches_in(passage, am._find_terms('"weight drude"')) == []  # a phrase as written
+    assert am._matches_in(passage, am._find_terms("drude nonexistent")) == []  # every word
+    assert am._bolded(passage.text, am._matches_in(passage, am._find_terms("klumper"))) == (
+        "The Drude weight of the **Klümper** model and the field")
+
+
+def bibtex_entries(answer):
+    import bibtexparser
+
+    assert answer.startswith("```bibtex\n") and answer.endswith("\n```")
+    return bibtexparser.loads(answer[len("```bibtex\n"):-len("\n```")]).entries
+
+
+def test_bibtex_of_a_34_author_paper_parses_and_keeps_every_author(env):
+    env.feeds["1707.08567"] = (DATA / "2026_idlist_1707.08567_34_authors.xml").read_bytes()
+    [entry] = bibtex_entries(call(paper="1707.08567", section="bibtex"))
+    paper = am.parse_feed(env.feeds["1707.08567"]).papers[0]
+    assert entry["ID"] == "immink2017proceedings" and entry["ENTRYTYPE"] == "misc"
+    assert entry["author"].split(" and ") == [a.name for a in paper.authors] and len(paper.authors) == 34
+    assert (entry["eprint"], entry["archiveprefix"], entry["primaryclass"], entry["year"]) == (
+        "1707.08567", "arXiv", "cs.IT", "2017")
+    assert env.urls and all("/pdf/" not in url for url in env.urls), "no PDF download"
+
+
+def test_bibtex_with_doi_journal_reference_and_protected_title(env):
+    [entry] = bibtex_entries(call(paper="1111.2011v2", section="bibtex"))
+    assert entry["ID"] == "murray2012quantum"
+    assert entry["title"] == "{Quantum Criticality for Extended Nodes on a Bethe Lattice in the Large Connectivity " \
+                             "Limit}"
+    assert entry["doi"] == "10.1103/PhysRevB.85.115117" and entry["note"] == "Phys. Rev. B 85, 115117 (2012)"
+    assert entry["year"] == "2012" and entry["url"] == "https://arxiv.org/abs/1111.2011v2"
+
+
+@pytest.mark.parametrize("name, key", [
+    ("Adrian Del Maestro", "delmaestro"), ("Peter H. N. de With", "dewith"), ("Ludwig van Beethoven", "vanbeethoven"),
+    ("ATLAS Collaboration", "atlas"), ("The CMS Collaboration", "cms"), ("José Raúl Gómez", "gomez"),
+    ("Martin Luther King Jr.", "king"), ("Łukasz Øster", "oster"),
+])
+def test_bibtex_keys_fold_last_names_to_ascii(name, key):
+    paper = am.Paper("2101.00001v1", "The $\\alpha$ of a Model & Co", (am.Author(name),), "", "2021-01-01",
+                     "2021-02-01", "cs.CL", ("cs.CL",))
+    assert am.bibtex_key(paper) == f"{key}2021model"
+    entry = am.format_bibtex(paper)
+    assert "title = {{The $\\alpha$ of a Model \\& Co}}" in entry  # TeX kept, & escaped
+
+
+# ---------------------------------------------------------------------------
 # Reading: answers that do not wait for the whole conversion
 # ---------------------------------------------------------------------------
 
@@ -1661,8 +1768,10 @@ def test_server_registers_exactly_one_tool_with_annotations():
     hints = tool["annotations"]
     assert hints["readOnlyHint"] is True and hints["openWorldHint"] is True and hints["destructiveHint"] is False
     properties = tool["inputSchema"]["properties"]
-    assert list(properties) == ["paper", "section", "query", "categories", "submitted_from", "submitted_to",
-                                "sort", "order", "max_results", "start"]
+    assert list(properties) == ["paper", "section", "find", "query", "categories", "submitted_from",
+                                "submitted_to", "sort", "order", "max_results", "start"]
+    schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
+    assert len(schema) < 4_000, len(schema)  # about 1,000 tokens for the whole tools/list
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
 
@@ -1686,7 +1795,7 @@ def test_the_schema_build_search_and_the_next_page_call_agree_on_the_search_defa
     call_text = am.build_search(query="spin chains", **changed).call()
     assert call_text == ("arxiv(query='spin chains', categories=['cond-mat.str-el'], submitted_from='2020-01-01', "
                          "sort='submitted', order='ascending', max_results=5, start=20)")
-    assert list(am.SEARCH_PARAMETERS) == list(properties)[2:]  # the schema lists them in the table's order
+    assert list(am.SEARCH_PARAMETERS) == list(properties)[3:]  # the schema lists them in the table's order
 
 
 @pytest.mark.mcp
