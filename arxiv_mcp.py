@@ -1396,7 +1396,8 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
 def _overview(text: str, sections: Sequence[Section], page_count: int, pages: int,
               estimated: bool = False) -> Overview:
     """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
-    rows = tuple(SectionSummary(section, "" if _name_role(section.title) == "references" else
+    rows = tuple(SectionSummary(section, _references_summary(text[section.start:section.end])
+                                if _name_role(section.title) == "references" else
                                 _first_sentence(text[section.start:section.end], section.label), estimated)
                  for section in sections)
 
@@ -1610,6 +1611,72 @@ def format_metadata(paper: Paper, extra: Sequence[str] = (), affiliations: bool 
         lines.append(f"- **Comment:** {paper.comment}")
     lines += [*extra, "", "## Abstract", paper.abstract or "(no abstract)"]
     return "\n".join(lines)
+
+
+# Following references: the entries of a reference list and the arXiv ids it cites.
+_BRACKETED_ENTRY = re.compile(r"(?:^|\s)\[([0-9]{1,3})\]\s", re.M)  # [12] Author ...
+_NUMBERED_ENTRY = re.compile(r"^(?:- )?([0-9]{1,3})\.?\s+[A-Z]", re.M)  # 12 A. Author ... or 12. A. Author ...
+# An author-year entry starts a line with "Surname, I." or "Surname et al." and gives a year within its first lines.
+_AUTHOR_YEAR_ENTRY = re.compile(r"^(?:- )?[A-Z][\w'’´`ˇ¨-]*(?: [A-Z][\w'’´`ˇ¨-]*)?(?:,\s+(?:[A-Z]\.\s*)+|\s+et al\.)"
+                                r"[^\n]*\n?[^\n]*\b(?:1[89]|20)[0-9]{2}", re.M)
+_MIN_NUMBERED = 3  # entries numbered 1, 2, 3 at least make a numbered list
+_CITED_ID = re.compile(
+    r"arxiv\.org/(?:abs|pdf)/(?P<url>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
+    r"|arXiv:\s*(?P<prefixed>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
+    r"|(?<![\w/.-])(?P<legacy>[a-z]+(?:-[a-z]+)?(?:\.[a-z]{2})?/[0-9]{7})(?![0-9])"
+    r"|(?<![\w.])(?P<classed>[0-9]{4}\.[0-9]{4,5})(?:v[0-9]+)?\s*\[[a-z-]+(?:\.[a-z-]+)?(?:,\s*[a-z.-]+)*\]",
+    re.I)
+# Ids broken across a line: "arXiv:2104.\n08809", "hep-\nth/9711200", "arxiv.org/\nabs/...".
+_BROKEN_ID = re.compile(r"(?<=[0-9]\.)\s*\n\s*(?=[0-9]{4})|(?<=arXiv:)\s*\n\s*|(?<=[a-z]-)\n(?=[a-z]+/[0-9]{7})"
+                        r"|(?<=arxiv\.org/)\s*\n\s*|(?<=/abs/)\s*\n\s*", re.I)
+
+
+def _numbered_entries(text: str) -> list[tuple[int, int]]:
+    """The starts of a numbered reference list's entries, (offset, number), when its
+    numbers (``[1]``, or ``1`` at a line start) run from 1; else []."""
+    for pattern in (_BRACKETED_ENTRY, _NUMBERED_ENTRY):
+        starts = [(m.start(1), int(m[1])) for m in pattern.finditer(text)]
+        numbers, count = {number for _, number in starts}, 0
+        while count + 1 in numbers:
+            count += 1
+        if count >= _MIN_NUMBERED:
+            return sorted((offset, number) for offset, number in starts if number <= count)
+    return []
+
+
+def reference_entries(text: str) -> int:
+    """How many entries a reference list holds: its numbers (``[1]``, ``1.``) when they run
+    from 1, else its author-year entries (``Surname, I. ... 2015``)."""
+    if numbered := _numbered_entries(text):
+        return max(number for _, number in numbered)
+    return len(_AUTHOR_YEAR_ENTRY.findall(text))
+
+
+def _references_summary(text: str) -> str:
+    """What the overview says of a reference list: ``64 entries, 31 with an arXiv id``."""
+    entries, ids = reference_entries(text), len(cited_arxiv_ids(text))
+    if entries:
+        return f"{entries} entries, {ids} with an arXiv id"
+    return f"{ids} arXiv id{'s' if ids != 1 else ''} cited" if ids else ""
+
+
+def cited_arxiv_ids(text: str, own_id: str | None = None) -> list[str]:
+    """The arXiv ids that ``text`` (a reference list) cites, without versions, in the order
+    of first citation: ``arXiv:2104.08809``, ``arxiv.org/abs/...``, ``hep-th/9711200``,
+    ``2104.08809 [cs.CL]``, also broken across a line.  ``own_id``, the paper's own, is left out."""
+    own = _split_version(own_id)[0] if own_id else None
+    text = _BROKEN_ID.sub("", text)
+    # A numbered list is cited in the order of its numbers, whatever order the reading order gave its entries.
+    numbered = _numbered_entries(text)
+    starts = [offset for offset, _ in numbered]
+    found: dict[str, tuple[int, int]] = {}
+    for m in _CITED_ID.finditer(text):
+        arxiv_id = parse_arxiv_id(next(group for group in m.groups() if group))
+        if arxiv_id is None or (base := _split_version(arxiv_id)[0]) == own or base in found:
+            continue
+        entry = bisect.bisect_right(starts, m.start()) - 1
+        found[base] = (numbered[entry][1] if entry >= 0 else 0, m.start())
+    return sorted(found, key=found.get)
 
 
 # Citing: BibTeX in the form of arXiv's own export, from the metadata alone.
@@ -1903,10 +1970,17 @@ def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int
     if isinstance(chosen, str):
         return f"{ERROR} {chosen}"
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
+    cited: list[str] = []
     for section in chosen:
         parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section, overview)}")
+        if _name_role(section.title) == "references":
+            cited += [i for i in cited_arxiv_ids(text.body(section), paper.arxiv_id) if i not in cited]
     document = "\n\n".join(parts)
-    return _capped(document, max_chars, lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url))
+    # The cited ids end the answer, and room is kept for them when the reference text is cut.
+    tail = (f"\n\nThe arXiv papers it cites ({len(cited)}; read one with `paper`): {', '.join(cited)}"
+            if cited else "")
+    return _capped(document, max_chars - len(tail),
+                   lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url)) + tail
 
 
 # Finding a passage: words or "quoted phrases" in the raw text's paragraphs.

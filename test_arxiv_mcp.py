@@ -1039,6 +1039,62 @@ def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
         "The Drude weight of the **Klümper** model and the field")
 
 
+def raw_reference_list(pdf_path):
+    """The raw text of a paper's reference list, as its outline places it (no conversion)."""
+    data = pdf_path.read_bytes()
+    skim = am.skim_pdf(data)
+    import pymupdf
+
+    with pymupdf.open(stream=data) as doc:
+        raw = "".join("".join(am._page_blocks(page)) for page in doc)
+    [references] = [row.section for row in skim.sections if am._name_role(row.section.title) == "references"]
+    return raw[references.start:references.end]
+
+
+@pytest.mark.parametrize("pdf, entries, ids", [
+    # numbered [1]..[35], checked by hand; the ids in the order they are first cited
+    ("2304.02623v1", 35, ["2104.08809", "2206.14863", "2208.03455", "2205.11916", "2209.14958", "2302.06754",
+                          "1908.10084", "2206.10883", "2210.06774", "2301.13848", "1909.08593"]),
+    ("2206.10883v3", 64, None),  # numbered [1]..[64]
+    ("1707.04066v1", 26, ["1705.08633"]),  # author-year (AAS), counted by hand: Boslough ... Werner
+    ("1111.2011v2", 20, []),  # numbered 1..20 without brackets (REVTeX)
+])
+def test_reference_lists_are_counted_and_their_arxiv_ids_listed(pdf, entries, ids):
+    path = DATA / f"{pdf}.pdf" if (DATA / f"{pdf}.pdf").exists() else CORPUS / "pdf" / f"{pdf}.pdf"
+    if not path.exists():
+        pytest.skip("../shared/corpus is not beside this checkout")
+    text = raw_reference_list(path)
+    assert am.reference_entries(text) == entries
+    cited = am.cited_arxiv_ids(text, pdf)
+    if ids is not None:
+        assert cited == ids
+    else:  # 2206.10883v3: 31 ids, among them these, checked by hand, and never its own
+        assert len(cited) == 31 and cited[:3] == ["2004.05150", "1806.03688", "2108.07258"]
+        assert "2206.10883" not in cited
+
+
+def test_cited_ids_in_every_form_without_versions_or_the_papers_own():
+    text = ("[1] A. B. Preprint, arXiv preprint arXiv:2104.08809v2, 2021.\n[2] C. D., arXiv:2104.\n08809 again.\n"
+            "[3] E. F., https://arxiv.org/abs/1706.03762v5.\n[4] G. H., hep-\nth/9711200.\n"
+            "[5] I. J., 1207.7214 [hep-ex].\n[6] K. L., arXiv:1111.2011v2 (itself).\n[7] M. N., 10.1103/PhysRevB.1\n")
+    assert am.cited_arxiv_ids(text, "1111.2011v2") == ["2104.08809", "1706.03762", "hep-th/9711200", "1207.7214"]
+    assert am.reference_entries(text) == 7
+
+
+def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_them(env):
+    env.feeds["2304.02623v1"], env.pdfs["2304.02623v1"] = ATOM_1111, (DATA / "2304.02623v1.pdf").read_bytes()
+    overview = call(paper="2304.02623v1")
+    assert re.search(r"^- \*\*References\*\* \(.*\): 35 entries, 11 with an arXiv id$", overview, re.M)
+    references = call(paper="2304.02623v1", section="references")
+    assert references.endswith("The arXiv papers it cites (11; read one with `paper`): 2104.08809, 2206.14863, "
+                               "2208.03455, 2205.11916, 2209.14958, 2302.06754, 1908.10084, 2206.10883, 2210.06774, "
+                               "2301.13848, 1909.08593")
+    monkeypatch_settings = am.Settings(max_chars=3_000, deadline=600)
+    env.library.settings = monkeypatch_settings
+    cut = call(paper="2304.02623v1", section="references")
+    assert len(cut) <= 3_000 and "[Truncated:" in cut and cut.endswith("2301.13848, 1909.08593")
+
+
 def bibtex_entries(answer):
     import bibtexparser
 
