@@ -2071,7 +2071,7 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
             break
         lines += [entry, ""]
         shown += 1
-    summary = f"{len(found)} passage{'s' if len(found) > 1 else ''}{where} match; "
+    summary = f"{len(found)} passage{'s' if len(found) > 1 else ''}{where} match{'es' if len(found) == 1 else ''}; "
     summary += f"the {shown} with the most matches first." if shown < len(found) else "all shown, most matches first."
     lines.insert(1, summary)
     if shown < len(found) and sections:
@@ -2338,7 +2338,7 @@ class _PaperState:
     listeners: list[Progress] = dataclasses.field(default_factory=list)
     doc: Any = None  # the open PDF while it has pages to convert
     forgotten: bool = False  # evicted from the cache: its PDF work stops
-    texts: dict[bool, tuple[int, PaperText]] = dataclasses.field(default_factory=dict)  # memo of ``_text``
+    texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)  # ``_text``'s
 
     @property
     def size(self) -> int:
@@ -2721,16 +2721,19 @@ class PaperLibrary:
         return Reading(state.paper, text, overview=state.skim)
 
     def _text(self, state: _PaperState, full: bool) -> PaperText:
-        """The converted text: the full text's pages, or every converted page with the gaps left empty."""
+        """The converted text: the full text's pages, or every converted page with the gaps left empty
+        (the same text once every page is converted, and then made once)."""
         converted = len(state.pages)
-        if (memo := state.texts.get(full)) is not None and memo[0] == converted:
-            return memo[1]
         numbers = state.full_pages(self.settings.max_pages) if full else range(max(state.pages, default=-1) + 1)
+        complete = full or converted == state.page_count
+        key = (numbers.stop, complete)
+        if (memo := state.texts.get(key)) is not None and memo[0] == converted:
+            return memo[1]
         pdf = PdfText(tuple(state.pages.get(number, "") for number in numbers), state.page_count, state.outline,
                       frozenset(number + 1 for number in numbers if number not in state.pages))
-        text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "",
-                                  complete=full or converted == state.page_count)
-        state.texts[full] = (converted, text)
+        text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "", complete=complete)
+        state.texts = {k: v for k, v in state.texts.items() if v[0] == converted}  # older texts are outdated
+        state.texts[key] = (converted, text)
         return text
 
     def _late(self, state: _PaperState) -> Reading:

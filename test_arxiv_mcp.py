@@ -1002,6 +1002,14 @@ def test_find_a_phrase_that_occurs_many_times(env, transport_paper):
     assert re.search(r'^More: [0-9]+ are in "[^"]+": read it with `section="[^"]+"`', answer, re.M)
 
 
+def test_find_a_phrase_that_occurs_a_few_times_also_across_a_hyphenated_line_end(env, transport_paper):
+    answer = call(paper=transport_paper, find='"thermal conductivity"')
+    assert answer.splitlines()[1] == "5 passages match; all shown, most matches first."
+    # Checked by hand in the PDF; on page 15 it reads "thermal conduc-" / "tivity".
+    assert sorted(page for _, page in found_passages(answer)) == [1, 2, 3, 5, 15]
+    assert ("V.B Thermal transport in nonintegrable models", 15) in found_passages(answer)
+
+
 def test_find_words_and_a_section(env, transport_paper):
     answer = call(paper=transport_paper, find="bosonization umklapp")  # both words, anywhere in the passage
     assert answer.splitlines()[1] == "2 passages match; all shown, most matches first."
