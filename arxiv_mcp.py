@@ -2362,7 +2362,8 @@ class Scheduler:
     0. the structure pass of a downloaded paper (outline, raw text, skim): milliseconds a page;
     1. the pages a waiting caller needs, the most recently asked paper's first;
     2. the full text's pages of the ``_BACKGROUND_PAPERS`` most recently asked
-       papers, the newest first; older papers wait until they are asked again.
+       papers, the newest first, but none while a caller waits for a PDF to
+       download; older papers wait until they are asked again.
 
     arXiv requests take turns too, one at a time, by urgency (``request_turn``):
     a search or metadata that a caller waits for, then a PDF a caller waits
@@ -2372,11 +2373,12 @@ class Scheduler:
     """
 
     def __init__(self, max_pages: Callable[[], int], needed: Callable[[_PaperState], set[int]],
-                 clock: Callable[[], float] = time.monotonic):
+                 downloading: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic):
         self.convert_page = _page_markdown  # one page of an open PDF in Markdown
         self.changed = threading.Condition()
         self.max_pages = max_pages  # the full text's pages (the library's settings can change)
         self.needed = needed  # the pages (from 0) that a paper's waiting callers need
+        self.downloading = downloading  # whether a caller waits for a PDF still downloading
         self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
         self._recent: list[_PaperState] = []  # the most recently asked papers, the newest last
@@ -2412,7 +2414,8 @@ class Scheduler:
         if wanted:
             return (1, -self._order_of(state), wanted[0]), lambda: self._convert(state, wanted[0])
         rest = [page for page in state.full_pages(self.max_pages()) if page not in state.pages]
-        if rest and state in self._recent:
+        # A page nobody waits for is not begun while a caller waits for a download: its structure pass goes next.
+        if rest and state in self._recent and not self.downloading():
             return (2, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
         return ((3,), lambda: self._close(state)) if state.doc is not None else None
 
@@ -2544,7 +2547,8 @@ class PaperLibrary:
     def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None):
         self.settings = settings or SETTINGS
         self.limiter = limiter or LIMITER
-        self.scheduler = Scheduler(lambda: self.settings.max_pages, self._wanted_pages, self.limiter.clock)
+        self.scheduler = Scheduler(lambda: self.settings.max_pages, self._wanted_pages, self._downloading,
+                                   self.limiter.clock)
         self._states: OrderedDict[str, _PaperState] = OrderedDict()  # the least recently used first
 
     def cached(self, arxiv_id: str) -> Reading | None:
@@ -2641,10 +2645,12 @@ class PaperLibrary:
         except ArxivError as error:
             with changed:
                 state.text_error = error
+                changed.notify_all()  # the converter waits for no download now
         except Exception as error:
             _log_unexpected(error)
             with changed:
                 state.text_error = ArxivError("The PDF could not be downloaded (an internal error).", transient=True)
+                changed.notify_all()
         try:
             with self.scheduler.request_turn(urgency(URGENT_SMALL)):
                 paper = fetch_metadata(state.arxiv_id, settings=settings, limiter=limiter)
@@ -2666,6 +2672,11 @@ class PaperLibrary:
                     del self._states[state.arxiv_id]
             self._evict()
             changed.notify_all()
+
+    def _downloading(self) -> bool:
+        """Whether a caller waits for a PDF that is still downloading (with ``changed`` held)."""
+        return any(state.waiting and state.loading and state.pdf is None and state.text_error is None
+                   for state in self._states.values())
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
         """The pages (from 0) that the paper's waiting callers need (with ``changed`` held)."""

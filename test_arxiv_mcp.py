@@ -1277,6 +1277,8 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     assert jobs[2][0] < jobs[1][0], "the newest first"
     states[0].read_on.add(3)  # a caller waits for page 4 of the oldest paper
     assert scheduler._job_for(states[0])[0] < jobs[2][0]
+    scheduler.downloading = lambda: True  # a caller waits for a download: no background page is begun
+    assert scheduler._job_for(states[2]) is None and scheduler._job_for(states[0]) is not None
 
 
 def test_arxiv_requests_take_turns_by_urgency_then_age():
