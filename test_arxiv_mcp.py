@@ -1224,6 +1224,14 @@ def test_an_overview_mid_conversion_has_converted_sizes_for_converted_sections(e
     assert final["I Introduction"] == sizes["I Introduction"]
 
 
+def wait_for(condition, seconds=10.0):
+    """Poll ``condition`` until it holds; fail the test (rather than hang) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.005)
+
+
 def test_a_waiting_sections_pages_go_before_background_pages(env, monkeypatch, page_once):
     step, delivered = paced_conversion(monkeypatch, env, page_once)
     for _ in range(2):
@@ -1251,13 +1259,11 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
     long_read = threading.Thread(target=call, kwargs={"paper": "1111.2011v2", "section": "full"})
     long_read.start()
     states = env.library._states
-    while not (states.get("1111.2011v2") and states["1111.2011v2"].structured):  # page 1 is converting now
-        time.sleep(0.01)
+    wait_for(lambda: states.get("1111.2011v2") and states["1111.2011v2"].structured)  # page 1 is converting now
     answers = []
     overview = threading.Thread(target=lambda: answers.append(call(paper="2203.00274v2")))
     overview.start()
-    while not (states.get("2203.00274v2") and states["2203.00274v2"].pdf):  # downloaded: its structure is next
-        time.sleep(0.01)
+    wait_for(lambda: states.get("2203.00274v2") and states["2203.00274v2"].pdf)  # its structure pass is next
     step.release()  # page 1 of the long read ends; the new paper's structure pass goes before page 2
     overview.join(10)
     assert answers and "- **1 Introduction**" in answers[0] and delivered == [1]
@@ -1292,14 +1298,13 @@ def test_arxiv_requests_take_turns_by_urgency_then_age():
 
     first = threading.Thread(target=request, args=("first", am.URGENT_BACKGROUND))
     first.start()
-    while not order:
-        time.sleep(0.01)
+    wait_for(lambda: order)
     waiting = [threading.Thread(target=request, args=(name, urgency)) for name, urgency in [
         ("abandoned download 1", am.URGENT_BACKGROUND), ("a PDF someone waits for", am.URGENT_PDF),
         ("abandoned download 2", am.URGENT_BACKGROUND), ("search", am.URGENT_SMALL)]]
-    for thread in waiting:
+    for queued, thread in enumerate(waiting, start=1):
         thread.start()
-        time.sleep(0.05)  # queued in this order
+        wait_for(lambda queued=queued: len(scheduler._requests) >= queued)  # queued in this order
     holding.set()
     for thread in [first, *waiting]:
         thread.join(5)
@@ -1321,8 +1326,7 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
     readers = [threading.Thread(target=call, kwargs={"paper": i}) for i in ("1111.2011", "1111.2011v1")]
     for reader in readers:
         reader.start()
-    while sum(s.loading for s in env.library._states.values()) < 2:
-        time.sleep(0.01)
+    wait_for(lambda: sum(s.loading for s in env.library._states.values()) >= 2)
     started = time.monotonic()
     busy = call(paper="1111.2011v2")
     assert time.monotonic() - started < 1
