@@ -2719,8 +2719,6 @@ class PaperLibrary:
             return Reading(state.paper, None, overview=state.skim, passages=state.passages)
         if want == "full" or state.skim is None:
             text = self._text(state, full=True)
-            if want not in ("full", "overview"):
-                return Reading(state.paper, text)
             return Reading(state.paper, text, overview=overview_of(text) if want == "overview" else None)
         text = self._text(state, full=False)
         if want == "overview":
