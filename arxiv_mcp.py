@@ -647,6 +647,7 @@ class PdfText:
     page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
     outline: "Outline"  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
     missing: frozenset[int] = frozenset()  # pages (from 1) not converted yet, whose strings are empty
+    regions: tuple["Region", ...] = ()  # the figures, tables and equations of the converted pages
 
     @property
     def markdown(self) -> str:
@@ -676,13 +677,16 @@ def _pages_to_read(doc: "pymupdf.Document", max_pages: int | None) -> int:
     return min(doc.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
 
 
-def _page_markdown(doc: "pymupdf.Document", number: int) -> str:
-    """One page in Markdown (pymupdf4llm's layout mode, no OCR, no page footer)."""
+def _page_markdown(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
+    """One page (from 0) in clean Markdown, with its figures, tables and equations (``_repaired``), from
+    one conversion: pymupdf4llm's layout mode, no OCR, no page footer."""
     import pymupdf4llm
 
     # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
     with contextlib.redirect_stdout(sys.stderr):
-        return pymupdf4llm.to_markdown(doc, pages=[number], use_ocr=False, footer=False, show_progress=False)
+        chunk = pymupdf4llm.to_markdown(doc, pages=[number], use_ocr=False, footer=False, show_progress=False,
+                                        page_chunks=True)[0]
+    return _repaired(doc[number], chunk["text"], chunk.get("page_boxes") or ())
 
 
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
@@ -703,6 +707,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
     which acts on the whole process).
     """
     pages: list[str] = []
+    regions: list[Region] = []
     with _PDF_LOCK:
         doc = _open_pdf(data)
     try:
@@ -711,7 +716,9 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
             outline = _paper_outline(doc, min(page_count, _MAX_STRUCTURE_PAGES)) if outline is None else outline
         for number in range(total):
             with _PDF_LOCK:
-                pages.append(_page_markdown(doc, number))
+                page = _page_markdown(doc, number)
+            pages.append(page.markdown)
+            regions.extend(page.regions)
             if on_page:
                 on_page(PdfText(tuple(pages), page_count, outline), total)
     except ArxivError:
@@ -722,7 +729,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
     finally:
         with _PDF_LOCK:
             doc.close()
-    text = PdfText(tuple(pages), page_count, outline)
+    text = PdfText(tuple(pages), page_count, outline, regions=tuple(regions))
     if len(re.sub(r"\s+", "", text.markdown)) < _MIN_TEXT_CHARS:
         raise ArxivError(_SCANNED)
     return text
@@ -1431,8 +1438,14 @@ def _clean_passage(text: str) -> str:
 
 
 def _page_blocks(page: "pymupdf.Page") -> list[str]:
-    """The texts of a page's text blocks, in the text layer's order: joined, they are its raw text."""
-    return [block[4] for block in page.get_text("blocks") if block[6] == 0]
+    """The texts of a page's text blocks, in the text layer's order: joined, they are its raw text.
+    Ligatures are spelt out; a glyph without a Unicode mapping is left out (MuPDF's default would give its
+    code as a letter: CMEX's ∑ as "X"); the converted text recovers those by name (``_PageGlyphs``)."""
+    import pymupdf
+
+    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+    return [block[4].translate(_LIGATURES).replace(_UNKNOWN_GLYPH, "")
+            for block in page.get_text("blocks", flags=flags) if block[6] == 0]
 
 
 def _passages(page_blocks: Sequence[Sequence[str]]) -> tuple[Passage, ...]:
@@ -1480,6 +1493,476 @@ def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None 
             return _skim(["".join(_page_blocks(doc[number])) for number in range(pages)], outline, doc.page_count)
         finally:
             doc.close()
+
+
+# ---------------------------------------------------------------------------
+# Figures, tables and equations: captions, layout regions, clean text where the PDF text fails, images
+# ---------------------------------------------------------------------------
+
+# A caption is a text block that starts with its printed label: "Figure 1:", "Fig. 1.", "FIG. 1.", "TABLE I.",
+# "Table 2:", "Figure 3 |" (Nature).  A label without that punctuation ("Figure 1 shows ...") refers to it.
+_FIGURE_NUMBER = r"[A-Z]?[0-9]{1,3}(?:\.[0-9]{1,3})?[a-z]?|[IVXLC]{1,6}"  # 3, 2.1, A1, 5a, IV
+_CAPTION_LABEL = re.compile(rf"(?P<kind>fig(?:ure|\.)|table)\s*(?P<number>{_FIGURE_NUMBER})\s*[.:|]", re.I)
+_EQUATION_NUMBER = re.compile(r"\((?P<number>[A-Z]?[0-9]{1,3}(?:\.[0-9]{1,3})?[a-z]?)\)\s*[.,;]?\s*$")
+# What a request names: "figure 2", "Fig. 2", "table I", "equation 5", "eq. (5)", "eqn 2.3".
+_VISUAL_REQUEST = re.compile(
+    rf"(?P<kind>fig(?:ure|s)?|tab(?:le)?|eq(?:uation|n)?)s?\.?\s*\(?(?P<number>{_FIGURE_NUMBER})\)?", re.I)
+_VISUAL_KINDS = {"f": "Figure", "t": "Table", "e": "Equation"}  # by the request's first letter
+_CAPTION_START = 110  # characters of a caption the overview shows
+
+# Rendering: readable for a vision model, no larger than needed.
+_IMAGE_DPI = 150
+_IMAGE_LONG_SIDE = 1_568  # pixels: larger images are scaled down by the client anyway (Claude's limit)
+_IMAGE_BYTES = 300_000  # a PNG over this is sent as JPEG, then smaller
+_MAX_IMAGES = 4  # images in one answer
+_EQUATION_CANDIDATES = 3  # pages converted to find an equation whose number ends a line of their raw text
+_ANSWER_IMAGE_BYTES = 1_000_000  # bytes of images in one answer (base64 makes them a third more on the wire)
+_JPEG_QUALITY = 80
+_REGION_MARGIN = 4  # points around a region, so that no stroke at its edge is cut
+
+# The layout's boxes are joined into one region when they are this close (points): the panels of a sub-figure
+# grid, the rows of a multi-row equation.
+_PANEL_GAP = 40
+_ROW_GAP = 8
+_SAME_ROW = 0.5  # of a line's height: lines of an equation whose middles are closer stand in one row
+_ONE_ROW = 16  # points: a taller equation has fractions, limits or stacked rows, which its text cannot show
+_MIN_OVERLAP = 0.3  # of the narrower box's width that two boxes must share to stand one above the other
+
+
+@dataclass(frozen=True)
+class Caption:
+    """A figure or table as the raw text layer prints it: found in milliseconds, before any conversion."""
+
+    kind: str  # "Figure" or "Table"
+    number: str  # as printed: "3", "II", "A1"
+    page: int  # from 1
+    text: str  # the caption, from its label on, on one line
+
+
+@dataclass(frozen=True)
+class Region:
+    """A figure, table or equation on a converted page: where the layout found it, and its text."""
+
+    kind: str  # "Figure", "Table" or "Equation"
+    number: str  # as printed; "" for an unnumbered equation
+    page: int  # from 1
+    bbox: tuple[float, float, float, float]  # in PDF points
+    text: str  # the caption, or the equation's text
+
+    @property
+    def label(self) -> str:
+        return _visual_label(self.kind, self.number)
+
+
+def _visual_label(kind: str, number: str) -> str:
+    """How the text names a figure, table or equation: "Figure 2", "Table I", "Equation (5)"."""
+    return f"{kind} ({number})" if kind == "Equation" else f"{kind} {number}"
+
+
+def _kind_of(label_kind: str) -> str:
+    return "Table" if label_kind.lower().startswith("tab") else "Figure"
+
+
+def _captions(page_blocks: Sequence[Sequence[str]]) -> tuple[Caption, ...]:
+    """The figures and tables of a paper from the caption labels that start its text blocks,
+    each (kind, number) once, at its first caption."""
+    found: dict[tuple[str, str], Caption] = {}
+    for page, blocks in enumerate(page_blocks, start=1):
+        for block in blocks:
+            text = _clean_passage(block)
+            if (m := _CAPTION_LABEL.match(text)) and (key := (_kind_of(m["kind"]), m["number"].upper())) not in found:
+                found[key] = Caption(key[0], m["number"], page, text)
+    return tuple(found.values())
+
+
+def _overlap(a: Sequence[float], b: Sequence[float]) -> float:
+    """How much two boxes share horizontally, as a share of the narrower one's width."""
+    shared = min(a[2], b[2]) - max(a[0], b[0])
+    return shared / max(1e-6, min(a[2] - a[0], b[2] - b[0]))
+
+
+def _union(boxes: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def _stacked(anchor: Sequence[float], candidates: dict[int, Sequence[float]], above: bool) -> list[int]:
+    """The boxes of ``candidates`` (by index) that stand next to ``anchor`` above (or below) it: the nearest,
+    and with it every box within ``_PANEL_GAP`` of the group (the panels of one figure)."""
+    side = {i: box for i, box in candidates.items() if _overlap(box, anchor) >= _MIN_OVERLAP
+            and (box[3] <= anchor[1] + _ROW_GAP if above else box[1] >= anchor[3] - _ROW_GAP)}
+    group: list[int] = []
+    for i in sorted(side, key=lambda i: anchor[1] - side[i][3] if above else side[i][1] - anchor[3]):
+        region = _union([side[j] for j in group]) if group else anchor
+        if not group or (region[1] - side[i][3] if above else side[i][1] - region[3]) <= _PANEL_GAP:
+            group.append(i)
+    return group
+
+
+def _equation_groups(formulas: Sequence[tuple[int, Sequence[float], str]]) -> list[list[int]]:
+    """Formula boxes (index, bbox, text; in reading order) joined into equations: a box right below
+    another, in the same column, continues it unless both are numbered (two equations)."""
+    groups: list[list[int]] = []
+    numbered: dict[int, bool] = {i: bool(_EQUATION_NUMBER.search(text)) for i, _, text in formulas}
+    bboxes = {i: bbox for i, bbox, _ in formulas}
+    for i, bbox, _ in formulas:
+        if groups:
+            last = bboxes[groups[-1][-1]]
+            if 0 <= bbox[1] - last[3] <= _ROW_GAP and _overlap(bbox, last) >= _MIN_OVERLAP \
+                    and not (numbered[i] and any(numbered[j] for j in groups[-1])):
+                groups[-1].append(i)
+                continue
+        groups.append([i])
+    return groups
+
+
+# TeX's math fonts (CMEX, CMSY, MSAM, txfonts' txex, ...) often have no Unicode mapping in arXiv PDFs, and MuPDF
+# gives U+FFFD for their glyphs.  The glyph's name in the embedded font says what it is: "summationdisplay",
+# "parenleftBig", "braceleftbigg", "radicalbig", "productdisplay.1" (a font re-encoded by Ghostscript).  A name
+# loses its size suffix, then is looked up in this table, then in the Adobe Glyph List (parenleft, summation,
+# integral, radical, angbracketleft, ...).  A glyph still unknown is left out.
+_GLYPH_SIZE_SUFFIX = re.compile(r"(?:big|Big|bigg|Bigg|text|display|wide|bt|tp|mid)?(?:\.[0-9]+)?$")
+_GLYPH_NAMES = {
+    "nequal": "≠", "hat": "^", "tilde": "~", "contintegral": "∮", "circledot": "⨀", "circleplus": "⨁",
+    "circlemultiply": "⨂", "coproduct": "∐", "union": "⋃", "intersection": "⋂", "logicaland": "⋀",
+    "logicalor": "⋁", "unionmulti": "⨄", "unionsq": "⨆", "vec": "",  # an accent: its place is lost in the text
+}
+_UNKNOWN_GLYPH = "\ufffd"
+
+
+def glyph_text(name: str) -> str:
+    """The text of a glyph from its name in a font (``summationdisplay`` → ∑), or "" when unknown."""
+    import pymupdf
+
+    base = _GLYPH_SIZE_SUFFIX.sub("", name, count=1) or name
+    if base in _GLYPH_NAMES:
+        return _GLYPH_NAMES[base]
+    code = pymupdf.mupdf.fz_unicode_from_glyph_name(base)
+    return chr(code) if 0 < code != 0xFFFD else ""
+
+
+class _PageGlyphs:
+    """A page's characters from its text layer, in MuPDF's reading order, with the characters that have
+    no Unicode mapping recovered by their glyph names (``glyph_text``)."""
+
+    def __init__(self, page: "pymupdf.Page"):
+        import pymupdf
+
+        fonts = {font[3].split("+")[-1]: font[0] for font in page.get_fonts()}
+        names: dict[tuple[float, float], str] = {}  # a U+FFFD's origin → its text
+        loaded: dict[str, Any] = {}
+        for span in page.get_texttrace():
+            for code, glyph, origin, _ in span["chars"]:
+                if code != 0xFFFD or span["font"] not in fonts:
+                    continue
+                if span["font"] not in loaded:
+                    buffer = page.parent.extract_font(fonts[span["font"]])[3]
+                    loaded[span["font"]] = pymupdf.Font(fontbuffer=buffer) if buffer else None
+                font = loaded[span["font"]]
+                name = pymupdf.mupdf.fz_get_glyph_name2(font.this, glyph) if font else ""
+                names[(round(origin[0], 1), round(origin[1], 1))] = glyph_text(name)
+        # MuPDF's lines in reading order, each a list of characters: (x0, y0, x1, y1, text, had no Unicode).
+        # TEXT_CID_FOR_UNKNOWN_UNICODE stays off: it would give a glyph's code as a letter (CMEX's ∑ is "X").
+        self.lines: list[list[tuple[float, float, float, float, str, bool]]] = []
+        for block in page.get_text("rawdict", flags=pymupdf.TEXT_PRESERVE_WHITESPACE)["blocks"]:
+            for line in block.get("lines", []):
+                chars = []
+                for span in line["spans"]:
+                    for char in span["chars"]:
+                        text, unknown = char["c"], char["c"] == _UNKNOWN_GLYPH
+                        if unknown:
+                            text = names.get((round(char["origin"][0], 1), round(char["origin"][1], 1)), "")
+                        chars.append((*char["bbox"], text, unknown))
+                self.lines.append(chars)
+
+    def _inside(self, bbox: Sequence[float]) -> list[list[tuple[float, float, float, float, str, bool]]]:
+        """The parts of lines inside ``bbox`` (by the characters' middles), in reading order."""
+        x0, y0, x1, y1 = bbox
+        parts = ([c for c in line if x0 <= (c[0] + c[2]) / 2 <= x1 and y0 <= (c[1] + c[3]) / 2 <= y1]
+                 for line in self.lines)
+        return [part for part in parts if part]
+
+    def text_lines(self, bbox: Sequence[float]) -> list[str]:
+        """The text inside ``bbox`` as rows, top to bottom: MuPDF's lines whose middles are within
+        ``_SAME_ROW`` of a line's height of each other (a subscript, a big bracket, a sum's sign) share
+        a row, read left to right."""
+        rows: list[list[list[tuple[float, float, float, float, str, bool]]]] = []
+
+        def middle(part: list[tuple[float, float, float, float, str, bool]]) -> float:
+            return (min(c[1] for c in part) + max(c[3] for c in part)) / 2
+
+        for part in sorted(self._inside(bbox), key=middle):
+            height = max(c[3] for c in part) - min(c[1] for c in part)
+            if rows and abs(middle(part) - middle([c for p in rows[-1] for c in p])) <= _SAME_ROW * height:
+                rows[-1].append(part)
+            else:
+                rows.append([part])
+        return [text for row in rows
+                if (text := " ".join(" ".join("".join(c[4] for c in part).split())
+                                     for part in sorted(row, key=lambda p: p[0][0])))]
+
+    def recovered(self, bbox: Sequence[float]) -> list[str]:
+        """For each character without a Unicode mapping inside ``bbox``, in reading order, its text or ""."""
+        return [c[4] for part in self._inside(bbox) for c in part if c[5]]
+
+
+@dataclass(frozen=True)
+class PageMarkdown:
+    """One converted page: its clean Markdown and the figures, tables and equations the layout found on it."""
+
+    markdown: str
+    regions: tuple[Region, ...] = ()
+
+
+# The converter's markup that a clean text does without.
+_PICTURE_TEXT = re.compile(r"<!-- Start of picture text -->\n?(.*?)<!-- End of picture text -->", re.S)
+_STRUCK = re.compile(r"~~(.*?)~~", re.S)  # a rule through a glyph (a radical's bar, a fraction's) reads as a strike
+_SUPERSCRIPT = re.compile(r"<sup>(.*?)</sup>", re.S)
+_MAX_SUPERSCRIPT = 12  # visible characters: a true superscript (an exponent, citation marks) is shorter
+_MIN_SUPERSCRIPT_LETTERS = 5  # letters in a longer one that make it words the converter raised
+_WORD_RICH = 8  # words of three letters or more that make a picture's text worth keeping (code, labels, a table)
+
+
+def _with_spaces(glued: str, lines: Sequence[str]) -> str:
+    """``glued`` text as the PDF spaces it: the run of ``lines`` that holds its characters, else ``glued``."""
+    plain = " ".join(lines)
+    kept = [i for i, ch in enumerate(plain) if not ch.isspace()]
+    wanted = "".join(glued.split())
+    at = "".join(plain[i] for i in kept).find(wanted)
+    return plain[kept[at]:kept[at + len(wanted) - 1] + 1] if wanted and at >= 0 else glued
+
+
+def _clean_box(text: str, bbox: Sequence[float], glyphs: Callable[[], _PageGlyphs]) -> str:
+    """A layout box's Markdown without converter debris: ligatures spelt out (U+FB00-FB06 only: NFKC would
+    turn ² into 2), glyphs without Unicode recovered by name or left out, struck-through glyphs unstruck,
+    and text the converter raised into a superscript put back on its line with the PDF's spaces."""
+    text = _STRUCK.sub(r"\1", text.translate(_LIGATURES))
+    if _UNKNOWN_GLYPH in text:
+        recovered = glyphs().recovered(bbox)
+        if len(recovered) == text.count(_UNKNOWN_GLYPH):
+            pieces = text.split(_UNKNOWN_GLYPH)
+            text = pieces[0] + "".join(glyph + piece for glyph, piece in zip(recovered, pieces[1:]))
+        else:
+            text = text.replace(_UNKNOWN_GLYPH, "")
+
+    def superscript(m: re.Match[str]) -> str:
+        visible = _strip_markup(m[1])
+        if visible in ("√", ""):
+            return visible
+        if len(visible) <= _MAX_SUPERSCRIPT or sum(ch.isalpha() for ch in visible) < _MIN_SUPERSCRIPT_LETTERS:
+            return m[0]
+        return " " + _with_spaces(visible, glyphs().text_lines(bbox)) + " "
+
+    return _SUPERSCRIPT.sub(superscript, text)
+
+
+def _picture_words(text: str) -> str:
+    """A picture's text worth keeping as a block (code, a diagram's labels, a table the layout took for a
+    picture), one line per line, or "" for axis ticks and a few labels."""
+    inner = "\n".join(_PICTURE_TEXT.findall(text)).replace("<br>", "\n")
+    if len(re.findall(r"[^\W\d_]{3,}", inner)) < _WORD_RICH:
+        return ""
+    return "\n".join(line.strip() for line in inner.splitlines() if line.strip())
+
+
+def _image_hint(region: Region) -> str:
+    request = f"{region.kind.lower()} {region.number}"
+    return f'*[{region.label} (p. {region.page}): an image of it with section="{request}"]*'
+
+
+def _equation_line(group: Sequence[Region], approximate: bool) -> str:
+    """An equation as one line: its numbers (one, or none, or two when the layout joined two), page and text,
+    and how to see it exactly."""
+    first = group[0]
+    if not first.number:
+        return f"*Equation (p. {first.page}):* {first.text}" + (" *[approximate text]*" if approximate else "")
+    request = f'section="equation {first.number}"'
+    how = f"approximate text; exact image: {request}" if approximate else f"image: {request}"
+    numbers = ", ".join(f"({region.number})" for region in group)
+    return f"*Equation {numbers}, p. {first.page}:* {first.text} *[{how}]*"
+
+
+def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any]]) -> PageMarkdown:
+    """A converted page (pymupdf4llm's Markdown and its layout boxes, each with its ``pos`` range in the
+    Markdown) made clean box by box, with its figures, tables and equations as Regions.
+
+    A figure is the picture boxes next to its caption (above it, else below); a table is the table boxes
+    below its caption (else above), or pictures; an equation is a run of formula boxes.  In the text a
+    picture becomes a line that names it (keeping its text only when it is words, not axis ticks), and an
+    equation one line with its number, page and text (``_equation_line``)."""
+    number = page.number + 1
+    memo: list[_PageGlyphs] = []
+
+    def glyphs() -> _PageGlyphs:
+        if not memo:
+            memo.append(_PageGlyphs(page))
+        return memo[0]
+
+    boxes = sorted(boxes, key=lambda box: box["pos"][0])
+    texts = [markdown[box["pos"][0]:box["pos"][1]] for box in boxes]
+    kinds = {name: {i: box["bbox"] for i, box in enumerate(boxes) if box["class"] == name}
+             for name in ("picture", "table")}
+    regions: list[Region] = []
+    replacement: dict[int, str] = {}
+    taken: set[int] = set()
+    for i, box in enumerate(boxes):
+        caption = _clean_passage(_strip_markup(texts[i])) if box["class"] in ("caption", "text") else ""
+        if not (m := _CAPTION_LABEL.match(caption)):
+            continue
+        kind = _kind_of(m["kind"])
+        searches = ([("picture", True), ("picture", False)] if kind == "Figure" else
+                    [("table", False), ("table", True), ("picture", False), ("picture", True)])
+        for name, above in searches:
+            free = {j: bbox for j, bbox in kinds[name].items() if j not in taken}
+            if members := _stacked(box["bbox"], free, above):
+                break
+        else:
+            continue
+        region = Region(kind, m["number"], number, _union([boxes[j]["bbox"] for j in members]), caption)
+        regions.append(region)
+        taken.update(members)
+        for j in members:
+            replacement[j] = _picture_words(texts[j]) if boxes[j]["class"] == "picture" else \
+                _clean_box(texts[j], boxes[j]["bbox"], glyphs)
+        first = min(members)
+        replacement[first] = f"{_image_hint(region)}\n\n{replacement[first]}".strip()
+    for i, box in enumerate(boxes):
+        if box["class"] == "picture" and i not in taken:
+            replacement[i] = _picture_words(texts[i])
+    formulas = [i for i, box in enumerate(boxes) if box["class"] == "formula"]
+    converter_text = {i: _collapse_space(_PICTURE_TEXT.sub(lambda m: m[1].replace("<br>", " "), texts[i]))
+                      for i in formulas}
+    for members in _equation_groups([(i, boxes[i]["bbox"], converter_text[i]) for i in formulas]):
+        bbox = _union([boxes[i]["bbox"] for i in members])
+        lines = glyphs().text_lines(bbox) or [converter_text[i].replace(_UNKNOWN_GLYPH, "") for i in members]
+        # A number ends a line: the last one, or the middle one of a tall equation; two numbers, two equations
+        # whose rows the layout did not tell apart.
+        numbers = []
+        for row, line in enumerate(lines):
+            if m := _EQUATION_NUMBER.search(line):
+                numbers.append(m["number"])
+                lines[row] = line[:m.start()].rstrip(" ,.;")
+        text = " ".join(line for line in lines if line)
+        group = [Region("Equation", found, number, bbox, text) for found in numbers or [""]]
+        regions.extend(group)
+        approximate = bbox[3] - bbox[1] > _ONE_ROW or "" in glyphs().recovered(bbox)
+        for i in members:
+            replacement[i] = _equation_line(group, approximate) if i == members[0] else ""
+    parts, position = [], 0
+    for i, box in enumerate(boxes):
+        start, end = box["pos"]
+        if start < position:  # overlapping ranges: the earlier box has the text
+            continue
+        parts.append(markdown[position:start])
+        parts.append(f"\n\n{replacement[i]}\n\n" if i in replacement else _clean_box(texts[i], box["bbox"], glyphs))
+        position = end
+    parts.append(markdown[position:])
+    text = re.sub(r"\n{3,}", "\n\n", "".join(parts).replace(_UNKNOWN_GLYPH, "").translate(_LIGATURES))
+    return PageMarkdown(text, tuple(regions))
+
+
+_EQUATION_REFERENCE = re.compile(r"(?:\b(?:eqs?|equations?|and|to|in|of|see)\.?|[,–-])\s*$", re.I)
+
+
+def _equation_pages(page_texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """The pages (from 0) where the raw text has a line that ends with an equation number, "(5)", by
+    number: where to look for an equation before its page is converted.  A line that ends with a
+    reference to it ("see Eq. (5)") does not count."""
+    pages: dict[str, list[int]] = {}
+    for page, text in enumerate(page_texts):
+        for line in text.splitlines():
+            if (m := _EQUATION_NUMBER.search(line)) and not _EQUATION_REFERENCE.search(line[:m.start()]):
+                if page not in (found := pages.setdefault(m["number"].upper(), [])):
+                    found.append(page)
+    return {number: tuple(found) for number, found in pages.items()}
+
+
+@dataclass(frozen=True)
+class VisualRequest:
+    """A figure, table or equation that a selector names ("figure 2", "table I", "eq. (5)"), or, with no
+    kind, the list of them all ("figures")."""
+
+    kind: str  # "Figure", "Table", "Equation", or "" for the list
+    number: str = ""
+
+    @property
+    def label(self) -> str:
+        return _visual_label(self.kind, self.number)
+
+    def matches(self, kind: str, number: str) -> bool:
+        return kind == self.kind and number.upper() == self.number.upper()
+
+
+_LIST_REQUESTS = frozenset({"figures", "tables", "equations", "figures and tables"})
+
+
+def split_selector(selector: str) -> tuple[list[VisualRequest], str]:
+    """The figures, tables and equations a comma-separated selector names, and the rest of it (the
+    sections), recognised first so that "2, figure 3" reads section 2 and figure 3."""
+    visuals, sections = [], []
+    for part in (p.strip() for p in selector.split(",")):
+        if part.lower() in _LIST_REQUESTS:
+            visuals.append(VisualRequest(""))
+        elif m := _VISUAL_REQUEST.fullmatch(part):
+            visuals.append(VisualRequest(_VISUAL_KINDS[m["kind"][0].lower()], m["number"]))
+        elif part:
+            sections.append(part)
+    return visuals, ", ".join(sections)
+
+
+@dataclass(frozen=True)
+class Image:
+    """A rendered region of a page."""
+
+    data: bytes  # PNG, or JPEG when a PNG would pass the byte cap
+    width: int
+    height: int
+
+    @property
+    def mime_type(self) -> str:
+        return "image/png" if self.data.startswith(b"\x89PNG") else "image/jpeg"
+
+    @property
+    def tokens(self) -> int:
+        """What a vision model is charged for it, by the usual estimate: width × height / 750."""
+        return round(self.width * self.height / 750)
+
+
+def render_image(pdf: bytes, page: int, bbox: Sequence[float] | None = None, *, dpi: int = _IMAGE_DPI,
+                 max_bytes: int = _IMAGE_BYTES) -> Image:
+    """An image of ``bbox`` (PDF points; None for the whole page) on ``page`` (from 1) of a PDF, with a
+    small margin: at ``dpi``, at most ``_IMAGE_LONG_SIDE`` pixels on its long side, as PNG, or as JPEG
+    when the PNG would pass ``max_bytes`` (a photograph), and smaller until it fits.  Raises ArxivError
+    for a page or region that is not in the PDF."""
+    import pymupdf
+
+    with _PDF_LOCK:
+        doc = _open_pdf(pdf)
+        try:
+            if not 1 <= page <= doc.page_count:
+                raise ArxivError(f"The PDF has no page {page} (it has {doc.page_count}).")
+            target = doc[page - 1]
+            margin = _REGION_MARGIN
+            clip = target.rect if bbox is None else \
+                (pymupdf.Rect(bbox) + (-margin, -margin, margin, margin)) & target.rect
+            if clip.is_empty:
+                raise ArxivError(f"The region {tuple(bbox or ())} is not on page {page}.")
+            scale = min(dpi / 72, _IMAGE_LONG_SIDE / max(clip.width, clip.height))
+            while True:
+                pixmap = target.get_pixmap(matrix=pymupdf.Matrix(scale, scale), clip=clip, alpha=False)
+                data = pixmap.tobytes("png")
+                if len(data) > max_bytes:
+                    data = pixmap.tobytes("jpeg", jpg_quality=_JPEG_QUALITY)
+                if len(data) <= max_bytes or min(pixmap.width, pixmap.height) < 64:
+                    return Image(data, pixmap.width, pixmap.height)
+                scale *= 0.75
+        finally:
+            doc.close()
+
+
+def render_region(pdf: bytes, page: int, bbox: Sequence[float]) -> bytes:
+    """A PNG (a JPEG for a photograph past ``_IMAGE_BYTES``) of ``bbox`` (PDF points) on ``page`` (from 1)
+    of a PDF, readable by a vision model and no larger than needed (``render_image``)."""
+    return render_image(pdf, page, bbox).data
 
 
 # ---------------------------------------------------------------------------
@@ -1809,13 +2292,16 @@ def overview_of(text: PaperText) -> Overview:
     return _overview(text.markdown, text.sections, text.page_count, text.pages_converted)
 
 
-def format_overview(paper: Paper, overview: Overview | None, text_error: str | None = None) -> str:
-    """The paper's overview: metadata, abstract and the list of its sections.
+def format_overview(paper: Paper, overview: Overview | None, text_error: str | None = None,
+                    captions: Sequence[Caption] = ()) -> str:
+    """The paper's overview: metadata, abstract, the list of its sections and its figures and tables.
 
-    Each section shows its number, title, size and first sentence.  To keep the
-    overview near 4,000 characters, and never above 8,000, it shrinks in this
-    order: the authors' affiliations go, then the subsections' first sentences,
-    then all first sentences, and last the list is cut.
+    Each section shows its number, title, size and first sentence; each figure
+    and table its page and the start of its caption.  To keep the overview near
+    4,000 characters, and never above 8,000, it shrinks in this order: the
+    authors' affiliations go, then the subsections' first sentences, the
+    captions shorten, all first sentences go, the captions become one line of
+    labels, and last the list is cut.
     """
     if overview is None:
         return f"{format_metadata(paper)}\n\n## Sections\nThe full text is unavailable: {text_error}"
@@ -1843,9 +2329,12 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
             rows.append(line)
         return "\n".join(rows)
 
-    for affiliations, depth in ((True, 9), (False, 9), (False, 1), (False, 0)):
+    for affiliations, depth, width in ((True, 9, _CAPTION_START), (False, 9, _CAPTION_START),
+                                       (False, 1, _CAPTION_START), (False, 1, _CAPTION_START // 2), (False, 0, 0)):
         head = format_metadata(paper, extra, affiliations=affiliations)
         result = f"{head}\n\n## Sections\n{summary}\n\n{listing(depth)}\n\n{how}"
+        if captions:
+            result += f"\n\n## Figures and tables\n{_caption_rows(captions, width)}\n\n{_SEE_VISUALS}"
         if len(result) <= _OVERVIEW_TARGET:
             break
     if len(result) > _OVERVIEW_LIMIT:
@@ -2084,6 +2573,77 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
     return "\n".join(lines).strip()
 
 
+def _caption_rows(captions: Sequence[Caption], width: int) -> str:
+    """The figures and tables as the overview lists them: a row each with the caption's start shortened
+    to ``width`` characters, or, with ``width`` 0, one line of labels and pages."""
+    if width == 0:
+        return ", ".join(f"{c.kind} {c.number} (p. {c.page})" for c in captions)
+    rows = []
+    for caption in captions:
+        text = _CAPTION_LABEL.sub("", caption.text, count=1).strip()
+        text = text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + "…"
+        rows.append(f"- **{caption.kind} {caption.number}** (p. {caption.page}): {text}")
+    return "\n".join(rows)
+
+
+_SEE_VISUALS = ('See one as an image with `section="figure 2"` (or "table I", "equation 5"; several: '
+                '`"figure 1, figure 2"`).')
+
+
+def _section_of(overview: Overview | None, page: int) -> str:
+    """The label of the section a page is in, by the outline's pages, or ""."""
+    rows = [row.section for row in overview.sections] if overview else []
+    return next((s.label for s in reversed(rows) if s.page <= page), "")
+
+
+def _available(reading: "Reading") -> str:
+    """What a paper has to show: its figures and tables, and the equation numbers found so far."""
+    have = [f"{c.kind} {c.number}" for c in reading.captions]
+    equations = [r.number for r in reading.regions if r.kind == "Equation" and r.number]
+    if equations:
+        have.append("equations " + ", ".join(dict.fromkeys(equations)) + " (of the pages converted so far)")
+    return "; ".join(have) if have else "no numbered figures or tables were found"
+
+
+def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tuple[str, list[Image]]:
+    """Figures, tables and equations as images, each with its text (label, page, section, caption or
+    equation text), for clients that show no images too; "figures" lists them.  At most ``_MAX_IMAGES``
+    images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  A
+    number the paper does not have gives a short error naming what it has."""
+    parts, images, left_out, used = [], [], [], 0
+    for visual in visuals:
+        if not visual.kind:
+            parts.append(f"## Figures and tables\n{_caption_rows(reading.captions, _CAPTION_START) or 'None found.'}"
+                         f"\n\n{_SEE_VISUALS}")
+            continue
+        region = next((r for r in reading.regions if visual.matches(r.kind, r.number)), None)
+        caption = next((c for c in reading.captions if visual.matches(c.kind, c.number)), None)
+        if region is None and caption is None:
+            parts.append(f"{ERROR} {visual.label} is not in this paper (or its page could not be found). "
+                         f"It has: {_available(reading)}.")
+            continue
+        page = region.page if region else caption.page
+        if len(images) >= _MAX_IMAGES or reading.pdf is None:
+            left_out.append(visual.label)
+            continue
+        image = render_image(reading.pdf, page, region.bbox if region else None)
+        if used + len(image.data) > _ANSWER_IMAGE_BYTES:
+            left_out.append(visual.label)
+            continue
+        used += len(image.data)
+        images.append(image)
+        where = f"p. {page}" + (f', section "{section}"' if (section := _section_of(reading.overview, page)) else "")
+        size = f"image {image.width}×{image.height} px"
+        if region is None:
+            size += "; the layout found no region next to its caption, so this is the whole page"
+        text = region.text if region else caption.text
+        parts.append(f"**{visual.label}** ({where}; {size}): {text}" if visual.kind == "Equation" and region
+                     else f"**{visual.label}** ({where}; {size})\n{text}")
+    if left_out:
+        parts.append(f"[Left out to keep this answer small: {', '.join(left_out)}; ask for them in another call.]")
+    return "\n\n".join(parts), images
+
+
 # ---------------------------------------------------------------------------
 # Search: building the API query and formatting results
 # ---------------------------------------------------------------------------
@@ -2303,6 +2863,9 @@ class Reading:
     transient: bool = False  # the text is missing for a reason that may pass: read again later
     overview: Overview | None = None
     passages: tuple[Passage, ...] = ()  # the raw text's paragraphs, for ``find``
+    captions: tuple[Caption, ...] = ()  # the figures and tables the captions print
+    regions: tuple[Region, ...] = ()  # the figures, tables and equations of the converted pages
+    pdf: bytes | None = None  # the PDF, to render regions from
 
 
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
@@ -2331,7 +2894,10 @@ class _PaperState:
     outline: Outline = ()
     skim: Overview | None = None  # the overview from the raw text layer, when the outline allows one
     passages: tuple[Passage, ...] = ()  # the raw text layer's paragraphs, for ``find``
+    captions: tuple[Caption, ...] = ()  # the figures and tables the raw text layer's captions print
+    equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages (from 0)
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page, from 0
+    regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)  # by converted page, from 0
     wants: Counter[str] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
     read_on: set[int] = dataclasses.field(default_factory=set)  # pages (from 0) a section runs on to
     waiting: int = 0  # callers waiting on it
@@ -2374,7 +2940,7 @@ class Scheduler:
 
     def __init__(self, max_pages: Callable[[], int], needed: Callable[[_PaperState], set[int]],
                  downloading: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic):
-        self.convert_page = _page_markdown  # one page of an open PDF in Markdown
+        self.convert_page = _page_markdown  # one page of an open PDF in Markdown, with its regions
         self.changed = threading.Condition()
         self.max_pages = max_pages  # the full text's pages (the library's settings can change)
         self.needed = needed  # the pages (from 0) that a paper's waiting callers need
@@ -2463,7 +3029,8 @@ class Scheduler:
                 except BaseException:
                     doc.close()
                     raise
-            skim, passages = _skim(texts, outline, page_count), _passages(blocks)
+            skim, passages, captions = _skim(texts, outline, page_count), _passages(blocks), _captions(blocks)
+            equations = _equation_pages(texts)
         except Exception as error:
             failure = error if isinstance(error, ArxivError) else ArxivError("The PDF could not be read.")
             if not isinstance(error, ArxivError):
@@ -2473,7 +3040,7 @@ class Scheduler:
             return
         with self.changed:
             state.doc, state.page_count, state.outline, state.skim = doc, page_count, outline, skim
-            state.passages = passages
+            state.passages, state.captions, state.equations = passages, captions, equations
             state.structured = True
 
     def _convert(self, state: _PaperState, number: int) -> None:
@@ -2482,14 +3049,14 @@ class Scheduler:
             with _PDF_LOCK:
                 if state.doc is None:
                     state.doc = _open_pdf(state.pdf)
-                markdown = self.convert_page(state.doc, number)
+                page = self.convert_page(state.doc, number)
         except Exception as error:
             log.warning("conversion failed: %s", type(error).__name__)
             with self.changed:
                 state.text_error = ArxivError("The PDF could not be converted to text (it may be damaged).")
             return
         with self.changed:
-            state.pages[number] = markdown
+            state.pages[number], state.regions[number] = page.markdown, page.regions
             listeners = list(state.listeners)
         for listener in listeners:
             with contextlib.suppress(Exception):  # a listener's failure must not fail the conversion
@@ -2686,6 +3253,20 @@ class PaperLibrary:
         """The pages (from 0) still to convert for ``want`` (with ``changed`` held)."""
         if not state.structured or state.text_error is not None:
             return set()
+        visuals, want = split_selector(want) if want not in ("find", "full", "overview") else ([], want)
+        pages = set().union(*(self._visual_pages(state, visual) for visual in visuals))
+        return pages | self._section_pages(state, want) if want else pages
+
+    def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
+        """The pages (from 0) where a figure, table or equation is, or may be (with ``changed`` held)."""
+        if any(visual.matches(r.kind, r.number) for regions in state.regions.values() for r in regions):
+            return set()
+        if visual.kind == "Equation":
+            return set(state.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES])
+        return {c.page - 1 for c in state.captions if visual.matches(c.kind, c.number)}
+
+    def _section_pages(self, state: _PaperState, want: str) -> set[int]:
+        """The pages (from 0) that ``want`` (find, full, overview or sections) needs (with ``changed`` held)."""
         full = set(state.full_pages(self.settings.max_pages))
         if want == "find":
             return set()
@@ -2715,19 +3296,25 @@ class PaperLibrary:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
         if not state.structured or any(page not in state.pages for page in self._pages_needed(state, want)):
             return None
+        visuals = dataclasses.replace(Reading(state.paper, None), captions=state.captions, pdf=state.pdf,
+                                      regions=tuple(r for page in sorted(state.regions) for r in state.regions[page]))
         if want == "find":  # the raw text answers it, with the outline's sections
-            return Reading(state.paper, None, overview=state.skim, passages=state.passages)
+            return dataclasses.replace(visuals, overview=state.skim, passages=state.passages)
+        if want not in ("full", "overview"):
+            want = split_selector(want)[1]
+            if not want:  # figures, tables and equations alone: their pages are converted
+                return dataclasses.replace(visuals, overview=state.skim)
         if want == "full" or state.skim is None:
             text = self._text(state, full=True)
-            return Reading(state.paper, text, overview=overview_of(text) if want == "overview" else None)
+            return dataclasses.replace(visuals, text=text, overview=overview_of(text) if want == "overview" else None)
         text = self._text(state, full=False)
         if want == "overview":
-            return Reading(state.paper, text, overview=state.skim.refined(text))
+            return dataclasses.replace(visuals, text=text, overview=state.skim.refined(text))
         chosen = _select_sections(text.sections, want)
         if not isinstance(chosen, str) and not all(text.is_whole(section) for section in chosen) and \
                 len(state.pages) < state.page_count:
             return None
-        return Reading(state.paper, text, overview=state.skim)
+        return dataclasses.replace(visuals, text=text, overview=state.skim)
 
     def _text(self, state: _PaperState, full: bool) -> PaperText:
         """The converted text: the full text's pages, or every converted page with the gaps left empty
@@ -2832,39 +3419,67 @@ def _quote_input(text: str) -> str:
     return f"`{excerpt}`" + ("…" if len(text) > 80 else "")
 
 
-def read_paper(paper: str, section: str | None = None, *, find: str | None = None,
-               library: PaperLibrary | None = None, on_progress: Progress | None = None) -> str:
-    """The tool's reading half: the overview, the named sections, the full text, the BibTeX
-    entry, or the passages that ``find`` names."""
+@dataclass(frozen=True)
+class Answer:
+    """What the tool answers: Markdown, and the images a figure, table or equation request asked for
+    (the text names and describes each, for clients that show no images)."""
+
+    text: str
+    images: tuple[Image, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.text.startswith(ERROR)
+
+
+def read_answer(paper: str, section: str | None = None, *, find: str | None = None,
+                library: PaperLibrary | None = None, on_progress: Progress | None = None) -> Answer:
+    """The tool's reading half: the overview, the named sections, the full text, the BibTeX entry, the
+    passages that ``find`` names, or figures, tables and equations as images (``split_selector``)."""
     library = library or LIBRARY
     arxiv_id = parse_arxiv_id(paper)
     if arxiv_id is None:
-        return (f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
-                "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
-                "use `query`.")
+        return Answer(f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
+                      "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
+                      "use `query`.")
     deadline = _deadline(library.settings, library.limiter)
     choice = (section or "").strip()
     if (find or "").strip():
         reading = library.read(arxiv_id, deadline, on_progress, want="find")
         if reading.text_error:
-            return f"{ERROR} The text of arXiv:{reading.paper.arxiv_id} is unavailable: {reading.text_error}"
-        return format_find(reading.paper, reading.passages, find, reading.overview, choice)
+            return Answer(f"{ERROR} The text of arXiv:{reading.paper.arxiv_id} is unavailable: {reading.text_error}")
+        return Answer(format_find(reading.paper, reading.passages, find, reading.overview, choice))
     if not choice:
         reading = library.read(arxiv_id, deadline, on_progress, want="overview")
-        return format_overview(reading.paper, reading.overview, reading.text_error)
+        return Answer(format_overview(reading.paper, reading.overview, reading.text_error, reading.captions))
     if choice.lower() == "bibtex":
-        return f"```bibtex\n{format_bibtex(library.metadata(arxiv_id, deadline))}\n```"
+        return Answer(f"```bibtex\n{format_bibtex(library.metadata(arxiv_id, deadline))}\n```")
     if choice.lower() == "full":
         reading = library.read(arxiv_id, deadline, on_progress, want="full")
-        return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
+        return Answer(format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars))
     reading = library.read(arxiv_id, deadline, on_progress, want=choice)
-    if reading.text is None:
-        return format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars)
-    if reading.overview is not None:  # the outline's section list, which names sections not converted yet too
-        chosen = _select_sections([row.section for row in reading.overview.sections], choice)
-        if isinstance(chosen, str):
-            return f"{ERROR} {chosen}"
-    return format_sections(reading.paper, reading.text, choice, library.settings.max_chars, reading.overview)
+    visuals, sections = split_selector(choice)
+    if reading.text_error is not None or sections and reading.text is None:
+        return Answer(format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars))
+    text = ""
+    if sections:
+        if reading.overview is not None:  # the outline's section list, which names sections not converted yet too
+            chosen = _select_sections([row.section for row in reading.overview.sections], sections)
+            if isinstance(chosen, str):
+                return Answer(f"{ERROR} {chosen}")
+        text = format_sections(reading.paper, reading.text, sections, library.settings.max_chars, reading.overview)
+        if not visuals or text.startswith(ERROR):
+            return Answer(text)
+    shown, images = format_visuals(reading, visuals)
+    if not sections:
+        shown = shown if shown.startswith(ERROR) else f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
+    return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
+
+
+def read_paper(paper: str, section: str | None = None, *, find: str | None = None,
+               library: PaperLibrary | None = None, on_progress: Progress | None = None) -> str:
+    """The tool's reading half as text alone (``read_answer``'s text)."""
+    return read_answer(paper, section, find=find, library=library, on_progress=on_progress).text
 
 
 def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> str:
@@ -2877,37 +3492,53 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     return format_search(request, feed)
 
 
-def arxiv_tool(paper: str | None = None, section: str | None = None, find: str | None = None,
+def arxiv_answer(paper: str | None = None, section: str | None = None, find: str | None = None,
                query: str | None = None,
                categories: list[str] | str | None = None, submitted_from: str | None = None,
                submitted_to: str | None = None, sort: str = _DEFAULT["sort"], order: str = _DEFAULT["order"],
                max_results: int = _DEFAULT["max_results"], start: int = _DEFAULT["start"], *,
-               library: PaperLibrary | None = None, on_progress: Progress | None = None) -> str:
+               library: PaperLibrary | None = None, on_progress: Progress | None = None) -> Answer:
     """The one tool: read a paper (``paper``, ``section``) or search (the rest).
 
-    Always returns Markdown; failures become a short note starting with ERROR and
-    never an exception, so the server keeps serving.
+    Always answers Markdown (with images when figures, tables or equations are
+    asked for); failures become a short note starting with ERROR and never an
+    exception, so the server keeps serving.
     """
     try:
         if isinstance(categories, str):
             categories = [c for c in re.split(r"[,\s]+", categories) if c]
         searching = bool((query or "").strip() or categories)
         if paper and searching:
-            return f"{ERROR} give either `paper` (to read) or `query`/`categories` (to search), not both."
+            return Answer(f"{ERROR} give either `paper` (to read) or `query`/`categories` (to search), not both.")
         if paper:
-            return read_paper(paper, section, find=find, library=library, on_progress=on_progress)
+            return read_answer(paper, section, find=find, library=library, on_progress=on_progress)
         if find:
-            return f"{ERROR} `find` searches in one paper: give `paper` too (to search arXiv, use `query`)."
+            return Answer(f"{ERROR} `find` searches in one paper: give `paper` too (to search arXiv, use `query`).")
         if searching:
-            return search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
+            return Answer(search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
                                  submitted_to=submitted_to, sort=sort, order=order, max_results=max_results,
-                                 start=start)
-        return f"{ERROR} give `paper` to read a paper, or `query`/`categories` to search arXiv."
+                                 start=start))
+        return Answer(f"{ERROR} give `paper` to read a paper, or `query`/`categories` to search arXiv.")
     except ArxivError as error:
-        return f"{ERROR} {error}"
+        return Answer(f"{ERROR} {error}")
     except Exception as error:
         _log_unexpected(error)
-        return f"{ERROR} an internal error occurred ({type(error).__name__}); the server is still running."
+        return Answer(f"{ERROR} an internal error occurred ({type(error).__name__}); the server is still running.")
+
+
+def arxiv_tool(*arguments: Any, **options: Any) -> str:
+    """The one tool's answer as Markdown alone (``arxiv_answer``'s text: images are named and described)."""
+    return arxiv_answer(*arguments, **options).text
+
+
+def mcp_content(answer: Answer, text_type: Any, image_type: Any) -> list[Any]:
+    """An Answer as MCP content blocks: its text, then each image (base64).  Built from the wire's field
+    names (``mimeType``), which mcp 1.x and 2.x (``mime_type`` in Python) both accept."""
+    import base64
+
+    return [text_type(type="text", text=answer.text), *(
+        image_type.model_validate({"type": "image", "data": base64.b64encode(image.data).decode("ascii"),
+                                   "mimeType": image.mime_type}) for image in answer.images)]
 
 
 def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
@@ -2927,7 +3558,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
     except ImportError:  # mcp < 2 calls it FastMCP
         from mcp.server.fastmcp import Context
         from mcp.server.fastmcp import FastMCP as MCPServer
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
     def described(name: str) -> Any:
         return Field(description=SEARCH_PARAMETERS[name].help)
@@ -2962,11 +3593,11 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
             asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
 
         # Downloads and conversions block: keep them off the event loop.
-        answer = await anyio.to_thread.run_sync(lambda: arxiv_tool(
+        answer = await anyio.to_thread.run_sync(lambda: arxiv_answer(
             paper, section, find, query, categories, submitted_from, submitted_to, sort, order, max_results, start,
             on_progress=on_progress))
         # An error is still a short Markdown answer for the model; isError tells the client too.
-        return CallToolResult(content=[TextContent(type="text", text=answer)], isError=answer.startswith(ERROR))
+        return CallToolResult(content=mcp_content(answer, TextContent, ImageContent), isError=answer.is_error)
 
     return server
 

@@ -1857,7 +1857,7 @@ def test_the_schema_build_search_and_the_next_page_call_agree_on_the_search_defa
         assert properties[name].get("default") == parameter.default, name
         assert properties[name]["description"] == parameter.help, name
         assert builder[name].default == parameter.default, name
-        assert inspect.signature(am.arxiv_tool).parameters[name].default == parameter.default, name
+        assert inspect.signature(am.arxiv_answer).parameters[name].default == parameter.default, name
     request = am.build_search(query="spin chains")
     assert request.call() == "arxiv(query='spin chains')"  # every default left out
     changed = {"categories": ["cond-mat.str-el"], "submitted_from": "2020-01-01", "sort": "submitted",
