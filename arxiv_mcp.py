@@ -1735,7 +1735,7 @@ def _clean_box(text: str, bbox: Sequence[float], glyphs: Callable[[], _PageGlyph
     """A layout box's Markdown without converter debris: ligatures spelt out (U+FB00-FB06 only: NFKC would
     turn ² into 2), glyphs without Unicode recovered by name or left out, struck-through glyphs unstruck,
     and text the converter raised into a superscript put back on its line with the PDF's spaces."""
-    text = _STRUCK.sub(r"\1", text.translate(_LIGATURES))
+    text = _STRUCK.sub(r"\1", text.translate(_LIGATURES)).replace("</sup><sup>", "")  # one raised run
     if _UNKNOWN_GLYPH in text:
         recovered = glyphs().recovered(bbox)
         if len(recovered) == text.count(_UNKNOWN_GLYPH):

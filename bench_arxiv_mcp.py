@@ -1,6 +1,7 @@
 """Benchmark of arxiv_mcp on real arXiv PDFs, offline.
 
     uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...] [--agent]
+    uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris, what the layout finds
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import arxiv_mcp as am
-from test_arxiv_mcp import corpus_answer, serve
+from test_arxiv_mcp import corpus_answer, debris, serve
 
 HERE = Path(__file__).parent
 def corpus_id(path: Path) -> str | None:
@@ -290,6 +291,42 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
               f"server's peak RSS {peak:.0f} MB, with 10 s of background work after |")
 
 
+def check(pdfs: dict[str, bytes]) -> int:
+    """Convert every page of every paper and check the texts an agent reads (the full text, which holds
+    every section, and what the overview shows: first sentences and captions) against the DEBRIS rules.
+    Prints a table of what the layout found and what the rules found; returns the number of findings."""
+    print("| paper | pages | captions (overview) | figures / tables with a region | equations (numbered) "
+          "| debris | seconds |")
+    print("|---|---|---|---|---|---|---|")
+    findings, costs = 0, {"figure or table": [], "equation": []}
+    for arxiv_id, data in pdfs.items():
+        seconds, pdf = timed(am.pdf_to_markdown, data, max_pages=am._MAX_STRUCTURE_PAGES)
+        skim = am.skim_pdf(data)
+        with am._PDF_LOCK, am._open_pdf(data) as doc:
+            captions = am._captions([am._page_blocks(page) for page in doc])
+        shown = "\n".join([pdf.markdown, *(row.sentence for row in (skim.sections if skim else ())),
+                           *(caption.text for caption in captions)])
+        found = debris(shown)
+        findings += sum(map(len, found.values()))
+        for rule, places in found.items():
+            print(f"  {arxiv_id}: {rule}: {places[:3]}", file=sys.stderr)
+        for region in pdf.regions:  # what an image of it costs a vision model
+            costs["equation" if region.kind == "Equation" else "figure or table"].append(
+                am.render_image(data, region.page, region.bbox))
+        visuals = [r for r in pdf.regions if r.kind != "Equation"]
+        equations = [r for r in pdf.regions if r.kind == "Equation"]
+        print(f"| {arxiv_id} | {pdf.page_count} | {len(captions)} | {len(visuals)} | {len(equations)} "
+              f"({sum(bool(r.number) for r in equations)}) | "
+              f"{', '.join(f'{len(v)} {k}' for k, v in found.items()) or 'none'} | {seconds:.1f} |")
+    print(f"\n{findings} findings in {len(pdfs)} papers")
+    for kind, images in costs.items():
+        tokens = sorted(image.tokens for image in images)
+        print(f"{kind} images: {len(images)}, median {statistics.median(tokens):.0f} tokens (max {tokens[-1]}), "
+              f"median {statistics.median(len(image.data) for image in images) / 1000:.1f} KB, "
+              f"{sum(image.mime_type == 'image/jpeg' for image in images)} JPEG")
+    return findings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf"))
@@ -301,6 +338,8 @@ def main() -> None:
     parser.add_argument("--agent", action="store_true",
                         help="only the agent-session scenario (no pause between papers), with the limiter's gap "
                              "at --interval and at arXiv's 3 s")
+    parser.add_argument("--check", action="store_true",
+                        help="only convert every page and check the text for converter debris (issue 12)")
     parser.add_argument("--compare-modes", action="store_true",
                         help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
                              "and the font outline")
@@ -313,6 +352,8 @@ def main() -> None:
     if args.compare_modes:
         compare_modes(pdfs, am.SETTINGS.max_pages)
         return
+    if args.check:
+        sys.exit(1 if check(pdfs) else 0)
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", min_interval=args.interval,
