@@ -1640,6 +1640,17 @@ def glyph_text(name: str) -> str:
     return chr(code) if 0 < code != 0xFFFD else ""
 
 
+def _embedded_font(doc: "pymupdf.Document", xref: int) -> Any:
+    """The font embedded at ``xref``, to read glyph names from, or None (not embedded, or damaged)."""
+    import pymupdf
+
+    try:
+        buffer = doc.extract_font(xref)[3]
+        return pymupdf.Font(fontbuffer=buffer) if buffer else None
+    except Exception:
+        return None
+
+
 class _PageGlyphs:
     """A page's characters from its text layer, in MuPDF's reading order, with the characters that have
     no Unicode mapping recovered by their glyph names (``glyph_text``)."""
@@ -1655,10 +1666,12 @@ class _PageGlyphs:
                 if code != 0xFFFD or span["font"] not in fonts:
                     continue
                 if span["font"] not in loaded:
-                    buffer = page.parent.extract_font(fonts[span["font"]])[3]
-                    loaded[span["font"]] = pymupdf.Font(fontbuffer=buffer) if buffer else None
+                    loaded[span["font"]] = _embedded_font(page.parent, fonts[span["font"]])
                 font = loaded[span["font"]]
-                name = pymupdf.mupdf.fz_get_glyph_name2(font.this, glyph) if font else ""
+                try:
+                    name = pymupdf.mupdf.fz_get_glyph_name2(font.this, glyph) if font else ""
+                except Exception:  # a damaged font: the glyph stays unknown
+                    name = ""
                 names[(round(origin[0], 1), round(origin[1], 1))] = glyph_text(name)
         # MuPDF's lines in reading order, each a list of characters: (x0, y0, x1, y1, text, had no Unicode).
         # TEXT_CID_FOR_UNKNOWN_UNICODE stays off: it would give a glyph's code as a letter (CMEX's ∑ is "X").
