@@ -3412,7 +3412,8 @@ Read: give `paper` (an arXiv id such as 1706.03762 or hep-th/9711200, optionally
 or any arxiv.org abs/pdf/html URL). Without `section` you get an overview: metadata, abstract and the list \
 of sections with their sizes. Then read the sections you need with `section` (a number such as "3" or "2.1", \
 or a title such as "Introduction"; several separated by commas), or the whole paper with section="full" \
-(long: prefer sections). section="bibtex" cites the paper. `find` returns the passages that hold some words \
+(long: prefer sections). section="figure 2", "table I" or "equation 5" returns that region as an image with its \
+caption or text. section="bibtex" cites the paper. `find` returns the passages that hold some words \
 or a "quoted phrase", with their sections and pages.
 
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and paging. \
@@ -3421,7 +3422,8 @@ Results list ids you can read with `paper`."""
 _PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' "
                "or 'https://arxiv.org/abs/1706.03762'.")
 _SECTION_HELP = ("With `paper`: omit for the overview (metadata, abstract, section list); a section number or title "
-                 "('3', '2.1', 'Introduction', several comma-separated); 'full' for the whole text; 'bibtex'.")
+                 "('3', '2.1', 'Introduction', several comma-separated); 'full' for the whole text; 'bibtex'; "
+                 "'figure 2', 'table I', 'equation 5' for images; 'figures' lists them.")
 _FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to find; returns the matching passages, "
               "best first, with section and page. With `section`: only there.")
 
