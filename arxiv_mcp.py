@@ -1524,6 +1524,8 @@ _REGION_MARGIN = 4  # points around a region, so that no stroke at its edge is c
 # grid, the rows of a multi-row equation.
 _PANEL_GAP = 40
 _ROW_GAP = 8
+_CONTINUED_GAP = 30  # the most space above a row that starts with an operator and continues an equation
+_CONTINUED_ROW = re.compile(r"\s*[+−=≈×≡∼<>≤≥-]")
 _SAME_ROW = 0.5  # of a line's height: lines of an equation whose middles are closer stand in one row
 _ONE_ROW = 16  # points: a taller equation has fractions, limits or stacked rows, which its text cannot show
 _MIN_OVERLAP = 0.3  # of the narrower box's width that two boxes must share to stand one above the other
@@ -1599,16 +1601,20 @@ def _stacked(anchor: Sequence[float], candidates: dict[int, Sequence[float]], ab
 
 
 def _equation_groups(formulas: Sequence[tuple[int, Sequence[float], str]]) -> list[list[int]]:
-    """Formula boxes (index, bbox, text; in reading order) joined into equations: a box right below
-    another, in the same column, continues it unless both are numbered (two equations)."""
+    """Formula boxes (index, bbox, text; in reading order) joined into equations: a box in the same column
+    continues the equation above it, unless both are numbered (two equations), when it is right below it
+    (``_ROW_GAP``), or a little further down (``_CONTINUED_GAP``) and starts with an operator ("+ 2 Re …",
+    "≈ −2Z …"): the next row of a multi-line equation."""
     groups: list[list[int]] = []
     numbered: dict[int, bool] = {i: bool(_EQUATION_NUMBER.search(text)) for i, _, text in formulas}
     bboxes = {i: bbox for i, bbox, _ in formulas}
-    for i, bbox, _ in formulas:
+    for i, bbox, text in formulas:
         if groups:
             last = bboxes[groups[-1][-1]]
-            if 0 <= bbox[1] - last[3] <= _ROW_GAP and _overlap(bbox, last) >= _MIN_OVERLAP \
-                    and not (numbered[i] and any(numbered[j] for j in groups[-1])):
+            gap = bbox[1] - last[3]
+            near = 0 <= gap <= _ROW_GAP or 0 <= gap <= _CONTINUED_GAP and _CONTINUED_ROW.match(text)
+            if near and _overlap(bbox, last) >= _MIN_OVERLAP and not (numbered[i] and any(numbered[j]
+                                                                                     for j in groups[-1])):
                 groups[-1].append(i)
                 continue
         groups.append([i])
@@ -1732,6 +1738,7 @@ _STRUCK = re.compile(r"~~(.*?)~~", re.S)  # a rule through a glyph (a radical's 
 _SUPERSCRIPT = re.compile(r"<sup>(.*?)</sup>", re.S)
 _MAX_SUPERSCRIPT = 12  # visible characters: a true superscript (an exponent, citation marks) is shorter
 _MIN_SUPERSCRIPT_LETTERS = 5  # letters in a longer one that make it words the converter raised
+_RAISED_OPERATORS = "√∑∏∫∮⋃⋂ "  # glyphs that the converter raises into a <sup> run by their height
 _WORD_RICH = 8  # words of three letters or more that make a picture's text worth keeping (code, labels, a table)
 
 
@@ -1759,7 +1766,7 @@ def _clean_box(text: str, bbox: Sequence[float], glyphs: Callable[[], _PageGlyph
 
     def superscript(m: re.Match[str]) -> str:
         visible = _strip_markup(m[1])
-        if visible in ("√", ""):
+        if not visible.strip(_RAISED_OPERATORS):  # a big operator (∑ set in text) is no superscript
             return visible
         if len(visible) <= _MAX_SUPERSCRIPT or sum(ch.isalpha() for ch in visible) < _MIN_SUPERSCRIPT_LETTERS:
             return m[0]

@@ -2059,7 +2059,21 @@ def test_the_converters_markup_is_repaired_box_by_box():
     cleaned = am._clean_box("φ<sup>_x_)=1ateverypointinspace,</sup> and 10<sup>−3</sup>", (0, 0, 1, 1), glyphs)
     assert "x) = 1 at every point in space," in cleaned and "10<sup>−3</sup>" in cleaned and "<sup>x" not in cleaned
     assert am._clean_box("<sup>~~√~~</sup> _s_ ﬁeld", (0, 0, 1, 1), glyphs) == "√ _s_ field"
+    assert am._clean_box("sum,<sup>∑</sup> _p_ T, of", (0, 0, 1, 1), glyphs) == "sum,∑ _p_ T, of"
     assert am._clean_box("a \ufffd b \ufffd", (0, 0, 1, 1), glyphs) == "a ⟨ b "
+
+
+def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
+    """Measured on 2301.05883v2: the rows of its multi-line equations are separate formula boxes, 19-25 pt
+    apart, the later ones starting with an operator; one number per equation."""
+    boxes = [
+        (0, (66, 313, 287, 383), "W soft = − 1 2 ln"),  # unnumbered first rows
+        (1, (54, 402, 313, 518), "+ c 4 β 1 − q 2 (2.4)"),  # 19 pt below, starts with "+": the same equation
+        (2, (82, 557, 300, 632), "β = 1 − q 2 (2.5)"),  # 39 pt below: the next equation
+        (3, (82, 636, 300, 650), "ζ = c 4 (2.6)"),  # right below, but both numbered: two equations
+        (4, (330, 660, 563, 680), "+ x"),  # another column
+    ]
+    assert am._equation_groups(boxes) == [[0, 1], [2], [3], [4]]
 
 
 def test_selectors_name_figures_tables_and_equations_as_printed():
