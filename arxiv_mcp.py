@@ -30,6 +30,7 @@ import argparse
 import bisect
 import contextlib
 import dataclasses
+import functools
 import http.client
 import inspect
 import itertools
@@ -824,12 +825,14 @@ def _strip_markup(markdown_line: str) -> str:
     return " ".join(text.split())
 
 
+@functools.lru_cache(maxsize=1 << 16)  # placing an outline compares every entry with every candidate line
 def _match_key(text: str) -> str:
     """Letters and digits only, lower case: how headings are compared."""
     text = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked of every candidate line for every outline entry
 def _split_number(heading: str) -> tuple[str, str]:
     """``'IV. DILUTE GAS'`` -> ``('IV', 'DILUTE GAS')``; no number gives ``('', heading)``."""
     heading = heading.strip()
@@ -986,13 +989,14 @@ def _without_running_heads(lines: list[_Line]) -> list[_Line]:
             if repeats[_match_key(line.text)] < _RUNNING_HEAD_REPEATS or _name_role(line.text)]
 
 
-def _matches(line: _Line, entry: Section) -> bool:
-    """Whether ``line`` is the heading of an outline entry (printed with or without its number)."""
+def _matches(text: str, marked: bool, entry: Section) -> bool:
+    """Whether a line's ``text`` (``marked`` as a heading or not) is the heading of an outline entry
+    (printed with or without its number)."""
     want, want_name = _match_key(entry.label), _match_key(entry.title)
-    have = _match_key(line.text)
+    have = _match_key(text)
     return (have == want or have == want_name
-            or (len(want_name) >= _MIN_TITLE_KEY and _match_key(_split_number(line.text)[1]) == want_name)
-            or (line.marked and len(have) >= _MIN_PREFIX_KEY and (want.startswith(have) or have.startswith(want))))
+            or (len(want_name) >= _MIN_TITLE_KEY and _match_key(_split_number(text)[1]) == want_name)
+            or (marked and len(have) >= _MIN_PREFIX_KEY and (want.startswith(have) or have.startswith(want))))
 
 
 def _heading_line(lines: list[_Line], entry: Section, where: range, used: set[int]) -> tuple[int | None, str]:
@@ -1001,10 +1005,10 @@ def _heading_line(lines: list[_Line], entry: Section, where: range, used: set[in
     for i in where:
         if i in used:
             continue
-        candidates = [lines[i]]
+        candidates = [lines[i].text]
         if i + 1 < len(lines) and len(lines[i].text) < _SHORT_LINE:
-            candidates.append(dataclasses.replace(lines[i], text=f"{lines[i].text} {lines[i + 1].text}"))
-        if heading := next((line.text for line in candidates if _matches(line, entry)), ""):
+            candidates.append(f"{lines[i].text} {lines[i + 1].text}")
+        if heading := next((text for text in candidates if _matches(text, lines[i].marked, entry)), ""):
             return i, heading
     return None, ""
 
@@ -1203,6 +1207,13 @@ class _TextLine:
     y1: float
 
 
+@functools.lru_cache(maxsize=1024)  # a paper has a few dozen fonts and thousands of spans
+def _font_style(font: str) -> tuple[bool, bool]:
+    """Whether a font's name says bold, and italic ("ABCDEF+CMBX12": the subset prefix says nothing)."""
+    name = font.split("+")[-1]
+    return bool(_BOLD_FONT.search(name)), bool(_ITALIC_FONT.search(name))
+
+
 def _text_line(spans: list[dict[str, Any]], bbox: Sequence[float]) -> _TextLine:
     """One line from its text spans: the size of most of its characters; superscripts
     (footnote marks) and math symbols in another font do not make a bold heading plain."""
@@ -1217,10 +1228,10 @@ def _text_line(spans: list[dict[str, Any]], bbox: Sequence[float]) -> _TextLine:
         if span["size"] < size - _SUPERSCRIPT_DROP:
             continue
         count = sum(ch.isalnum() for ch in span["text"])
-        font = span["font"].split("+")[-1]  # "ABCDEF+CMBX12": the subset prefix says nothing
+        bold_font, italic_font = _font_style(span["font"])
         letters += count
-        bold += count if span["flags"] & pymupdf.TEXT_FONT_BOLD or _BOLD_FONT.search(font) else 0
-        italic += count if span["flags"] & pymupdf.TEXT_FONT_ITALIC or _ITALIC_FONT.search(font) else 0
+        bold += count if span["flags"] & pymupdf.TEXT_FONT_BOLD or bold_font else 0
+        italic += count if span["flags"] & pymupdf.TEXT_FONT_ITALIC or italic_font else 0
     text = " ".join("".join(span["text"] for span in spans).split())
     return _TextLine(text, size, letters > 0 and bold >= _STYLED_SHARE * letters,
                      letters > 0 and italic >= _STYLED_SHARE * letters, *bbox)
@@ -1657,6 +1668,9 @@ def _embedded_font(doc: "pymupdf.Document", xref: int) -> Any:
         return None
 
 
+_Char = tuple[float, float, float, float, str, bool]  # x0, y0, x1, y1, its text, whether it had no Unicode
+
+
 class _PageGlyphs:
     """A page's characters from its text layer, in MuPDF's reading order, with the characters that have
     no Unicode mapping recovered by their glyph names (``glyph_text``)."""
@@ -1681,7 +1695,7 @@ class _PageGlyphs:
                 names[(round(origin[0], 1), round(origin[1], 1))] = glyph_text(name)
         # MuPDF's lines in reading order, each a list of characters: (x0, y0, x1, y1, text, had no Unicode).
         # TEXT_CID_FOR_UNKNOWN_UNICODE stays off: it would give a glyph's code as a letter (CMEX's ∑ is "X").
-        self.lines: list[list[tuple[float, float, float, float, str, bool]]] = []
+        self.lines: list[list[_Char]] = []
         for block in page.get_text("rawdict", flags=pymupdf.TEXT_PRESERVE_WHITESPACE)["blocks"]:
             for line in block.get("lines", []):
                 chars = []
@@ -1693,7 +1707,7 @@ class _PageGlyphs:
                         chars.append((*char["bbox"], text, unknown))
                 self.lines.append(chars)
 
-    def _inside(self, bbox: Sequence[float]) -> list[list[tuple[float, float, float, float, str, bool]]]:
+    def _inside(self, bbox: Sequence[float]) -> list[list[_Char]]:
         """The parts of lines inside ``bbox`` (by the characters' middles), in reading order."""
         x0, y0, x1, y1 = bbox
         parts = ([c for c in line if x0 <= (c[0] + c[2]) / 2 <= x1 and y0 <= (c[1] + c[3]) / 2 <= y1]
@@ -1704,9 +1718,9 @@ class _PageGlyphs:
         """The text inside ``bbox`` as rows, top to bottom: MuPDF's lines whose middles are within
         ``_SAME_ROW`` of a line's height of each other (a subscript, a big bracket, a sum's sign) share
         a row, read left to right."""
-        rows: list[list[list[tuple[float, float, float, float, str, bool]]]] = []
+        rows: list[list[list[_Char]]] = []
 
-        def middle(part: list[tuple[float, float, float, float, str, bool]]) -> float:
+        def middle(part: list[_Char]) -> float:
             return (min(c[1] for c in part) + max(c[3] for c in part)) / 2
 
         for part in sorted(self._inside(bbox), key=middle):
@@ -1801,59 +1815,51 @@ def _equation_line(group: Sequence[Region], approximate: bool) -> str:
     return f"*Equation {numbers}, p. {first.page}:* {first.text} *[{how}]*"
 
 
-def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any]]) -> PageMarkdown:
-    """A converted page (pymupdf4llm's Markdown and its layout boxes, each with its ``pos`` range in the
-    Markdown) made clean box by box, with its figures, tables and equations as Regions.
+@dataclass(frozen=True)
+class _Box:
+    """One of the converter's layout boxes on a page, with its Markdown (its ``pos`` range of the page's)."""
 
-    A figure is the picture boxes next to its caption (above it, else below); a table is the table boxes
-    below its caption (else above), or pictures; an equation is a run of formula boxes.  In the text a
-    picture becomes a line that names it (keeping its text only when it is words, not axis ticks), and an
-    equation one line with its number, page and text (``_equation_line``)."""
-    number = page.number + 1
-    memo: list[_PageGlyphs] = []
+    kind: str  # the layout's class: "text", "picture", "formula", "table", "caption", "section-header", ...
+    bbox: tuple[float, float, float, float]
+    text: str
 
-    def glyphs() -> _PageGlyphs:
-        if not memo:
-            memo.append(_PageGlyphs(page))
-        return memo[0]
 
-    boxes = sorted(boxes, key=lambda box: box["pos"][0])
-    texts = [markdown[box["pos"][0]:box["pos"][1]] for box in boxes]
-    kinds = {name: {i: box["bbox"] for i, box in enumerate(boxes) if box["class"] == name}
-             for name in ("picture", "table")}
-    regions: list[Region] = []
-    replacement: dict[int, str] = {}
+def _captioned(boxes: Sequence[_Box], page: int) -> list[tuple[Region, list[int]]]:
+    """The figures and tables of a page with the boxes (by index) that show them: for each caption (the
+    layout's, or a text box that starts with a caption label), the picture boxes above it (else below), or
+    for a table the table boxes below it (else above, else pictures)."""
+    found: list[tuple[Region, list[int]]] = []
     taken: set[int] = set()
-    for i, box in enumerate(boxes):
-        caption = _clean_passage(_strip_markup(texts[i])) if box["class"] in ("caption", "text") else ""
+    for box in boxes:
+        caption = _clean_passage(_strip_markup(box.text)) if box.kind in ("caption", "text") else ""
         if not (m := _CAPTION_LABEL.match(caption)):
             continue
         kind = _kind_of(m["kind"])
         searches = ([("picture", True), ("picture", False)] if kind == "Figure" else
                     [("table", False), ("table", True), ("picture", False), ("picture", True)])
         for name, above in searches:
-            free = {j: bbox for j, bbox in kinds[name].items() if j not in taken}
-            if members := _stacked(box["bbox"], free, above):
+            free = {i: other.bbox for i, other in enumerate(boxes) if other.kind == name and i not in taken}
+            if members := _stacked(box.bbox, free, above):
+                taken.update(members)
+                found.append((Region(kind, m["number"], page, _union([boxes[i].bbox for i in members]), caption),
+                              sorted(members)))
                 break
-        else:
-            continue
-        region = Region(kind, m["number"], number, _union([boxes[j]["bbox"] for j in members]), caption)
-        regions.append(region)
-        taken.update(members)
-        for j in members:
-            replacement[j] = _picture_words(texts[j]) if boxes[j]["class"] == "picture" else \
-                _clean_box(texts[j], boxes[j]["bbox"], glyphs)
-        first = min(members)
-        replacement[first] = f"{_image_hint(region)}\n\n{replacement[first]}".strip()
-    for i, box in enumerate(boxes):
-        if box["class"] == "picture" and i not in taken:
-            replacement[i] = _picture_words(texts[i])
-    formulas = [i for i, box in enumerate(boxes) if box["class"] == "formula"]
-    converter_text = {i: _collapse_space(_PICTURE_TEXT.sub(lambda m: m[1].replace("<br>", " "), texts[i]))
-                      for i in formulas}
-    for members in _equation_groups([(i, boxes[i]["bbox"], converter_text[i]) for i in formulas]):
-        bbox = _union([boxes[i]["bbox"] for i in members])
-        lines = glyphs().text_lines(bbox) or [converter_text[i].replace(_UNKNOWN_GLYPH, "") for i in members]
+    return found
+
+
+def _equations(boxes: Sequence[_Box], page: int, glyphs: _PageGlyphs | None
+               ) -> list[tuple[list[Region], list[int], bool]]:
+    """The displayed equations of a page: for each run of formula boxes (``_equation_groups``), its Regions
+    (one per printed number, or one unnumbered), the boxes (by index) and whether its text is approximate
+    (a glyph left out, or rows that one line cannot show).  The text is the PDF's (``_PageGlyphs``), else
+    the converter's."""
+    formulas = {i: _collapse_space(_PICTURE_TEXT.sub(lambda m: m[1].replace("<br>", " "), box.text))
+                for i, box in enumerate(boxes) if box.kind == "formula"}
+    found = []
+    for members in _equation_groups([(i, boxes[i].bbox, text) for i, text in formulas.items()]):
+        bbox = _union([boxes[i].bbox for i in members])
+        lines = (glyphs.text_lines(bbox) if glyphs else []) or [formulas[i].replace(_UNKNOWN_GLYPH, "")
+                                                               for i in members]
         # A number ends a line: the last one, or the middle one of a tall equation; two numbers, two equations
         # whose rows the layout did not tell apart.
         numbers = []
@@ -1862,18 +1868,50 @@ def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any
                 numbers.append(m["number"])
                 lines[row] = line[:m.start()].rstrip(" ,.;")
         text = " ".join(line for line in lines if line)
-        group = [Region("Equation", found, number, bbox, text) for found in numbers or [""]]
+        approximate = bbox[3] - bbox[1] > _ONE_ROW or glyphs is not None and "" in glyphs.recovered(bbox)
+        found.append(([Region("Equation", number, page, bbox, text) for number in numbers or [""]], members,
+                      approximate))
+    return found
+
+
+def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any]]) -> PageMarkdown:
+    """A converted page (pymupdf4llm's Markdown and its layout boxes, each with its ``pos`` range in the
+    Markdown) made clean box by box, with its figures, tables and equations as Regions.
+
+    In the text a figure's or table's first box starts with a line that names it (``_image_hint``), a
+    picture keeps its text only when it is words, not axis ticks (``_picture_words``), an equation is
+    one line with its number, page and text (``_equation_line``), and every other box is cleaned
+    (``_clean_box``)."""
+    number = page.number + 1
+    memo: list[_PageGlyphs] = []
+
+    def glyphs() -> _PageGlyphs:
+        if not memo:
+            memo.append(_PageGlyphs(page))
+        return memo[0]
+
+    ranges = sorted((box["pos"] for box in boxes), key=lambda pos: pos[0])
+    ordered = sorted(boxes, key=lambda box: box["pos"][0])
+    found = [_Box(box["class"], tuple(box["bbox"]), markdown[box["pos"][0]:box["pos"][1]]) for box in ordered]
+    replacement = {i: _picture_words(box.text) for i, box in enumerate(found) if box.kind == "picture"}
+    regions: list[Region] = []
+    for region, members in _captioned(found, number):
+        regions.append(region)
+        for i in members:
+            if found[i].kind != "picture":
+                replacement[i] = _clean_box(found[i].text, found[i].bbox, glyphs)
+        replacement[members[0]] = f"{_image_hint(region)}\n\n{replacement[members[0]]}".strip()
+    formulas = any(box.kind == "formula" for box in found)
+    for group, members, approximate in _equations(found, number, glyphs() if formulas else None):
         regions.extend(group)
-        approximate = bbox[3] - bbox[1] > _ONE_ROW or "" in glyphs().recovered(bbox)
         for i in members:
             replacement[i] = _equation_line(group, approximate) if i == members[0] else ""
     parts, position = [], 0
-    for i, box in enumerate(boxes):
-        start, end = box["pos"]
+    for i, ((start, end), box) in enumerate(zip(ranges, found)):
         if start < position:  # overlapping ranges: the earlier box has the text
             continue
         parts.append(markdown[position:start])
-        parts.append(f"\n\n{replacement[i]}\n\n" if i in replacement else _clean_box(texts[i], box["bbox"], glyphs))
+        parts.append(f"\n\n{replacement[i]}\n\n" if i in replacement else _clean_box(box.text, box.bbox, glyphs))
         position = end
     parts.append(markdown[position:])
     text = re.sub(r"\n{3,}", "\n\n", "".join(parts).replace(_UNKNOWN_GLYPH, "").translate(_LIGATURES))

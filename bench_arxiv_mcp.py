@@ -163,6 +163,7 @@ def overview_beside_a_long_read(pdfs: dict[str, bytes], settings: am.Settings, l
     time.sleep(1.0)  # the long paper is converting by now
     seconds = timed(am.read_paper, short_id, library=library)[0]
     reader.join()
+    wait_idle(library)  # this server's background work must not run beneath the next run's
     return seconds
 
 
