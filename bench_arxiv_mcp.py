@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -28,6 +29,9 @@ import arxiv_mcp as am
 from test_arxiv_mcp import corpus_answer, debris, serve
 
 HERE = Path(__file__).parent
+# arxiv_mcp points the process's stdout at stderr while it converts a page (pymupdf4llm prints), which would
+# send a row printed meanwhile from another thread to stderr: the tables go to the real stdout.
+print = functools.partial(print, file=sys.__stdout__, flush=True)
 def corpus_id(path: Path) -> str | None:
     """The arXiv id of a corpus file: 'cond-mat_0406362v1.pdf' -> 'cond-mat/0406362v1',
     '2206.01062v1-pg1-4.pdf' (an excerpt) -> '2206.01062v1'."""
