@@ -1671,41 +1671,56 @@ def _embedded_font(doc: "pymupdf.Document", xref: int) -> Any:
 _Char = tuple[float, float, float, float, str, bool]  # x0, y0, x1, y1, its text, whether it had no Unicode
 
 
-class _PageGlyphs:
-    """A page's characters from its text layer, in MuPDF's reading order, with the characters that have
-    no Unicode mapping recovered by their glyph names (``glyph_text``)."""
+def _glyph_names(page: "pymupdf.Page") -> dict[tuple[float, float], str]:
+    """The text of each character of a page that has no Unicode mapping, by its origin (rounded to a
+    tenth of a point), from its glyph's name in the embedded font (``glyph_text``)."""
+    import pymupdf
 
-    def __init__(self, page: "pymupdf.Page"):
+    fonts = {font[3].split("+")[-1]: font[0] for font in page.get_fonts()}
+    names: dict[tuple[float, float], str] = {}
+    loaded: dict[str, Any] = {}
+    for span in page.get_texttrace():
+        for code, glyph, origin, _ in span["chars"]:
+            if code != 0xFFFD or span["font"] not in fonts:
+                continue
+            if span["font"] not in loaded:
+                loaded[span["font"]] = _embedded_font(page.parent, fonts[span["font"]])
+            font = loaded[span["font"]]
+            try:
+                name = pymupdf.mupdf.fz_get_glyph_name2(font.this, glyph) if font else ""
+            except Exception:  # a damaged font: the glyph stays unknown
+                name = ""
+            names[(round(origin[0], 1), round(origin[1], 1))] = glyph_text(name)
+    return names
+
+
+class _PageGlyphs:
+    """A page's text from its text layer, in MuPDF's reading order: its spans, or with ``per_character``
+    its characters, with those that have no Unicode mapping recovered by their glyph names
+    (``_glyph_names``).  Characters cost a Python object each: only a page whose text has such glyphs
+    needs them."""
+
+    def __init__(self, page: "pymupdf.Page", per_character: bool = False):
         import pymupdf
 
-        fonts = {font[3].split("+")[-1]: font[0] for font in page.get_fonts()}
-        names: dict[tuple[float, float], str] = {}  # a U+FFFD's origin → its text
-        loaded: dict[str, Any] = {}
-        for span in page.get_texttrace():
-            for code, glyph, origin, _ in span["chars"]:
-                if code != 0xFFFD or span["font"] not in fonts:
-                    continue
-                if span["font"] not in loaded:
-                    loaded[span["font"]] = _embedded_font(page.parent, fonts[span["font"]])
-                font = loaded[span["font"]]
-                try:
-                    name = pymupdf.mupdf.fz_get_glyph_name2(font.this, glyph) if font else ""
-                except Exception:  # a damaged font: the glyph stays unknown
-                    name = ""
-                names[(round(origin[0], 1), round(origin[1], 1))] = glyph_text(name)
-        # MuPDF's lines in reading order, each a list of characters: (x0, y0, x1, y1, text, had no Unicode).
+        # MuPDF's lines in reading order, each a list of pieces: (x0, y0, x1, y1, text, had no Unicode).
         # TEXT_CID_FOR_UNKNOWN_UNICODE stays off: it would give a glyph's code as a letter (CMEX's ∑ is "X").
         self.lines: list[list[_Char]] = []
-        for block in page.get_text("rawdict", flags=pymupdf.TEXT_PRESERVE_WHITESPACE)["blocks"]:
+        unknown: list[tuple[list[_Char], int, tuple[float, float]]] = []  # (line, index, origin)
+        kind = "rawdict" if per_character else "dict"
+        for block in page.get_text(kind, flags=pymupdf.TEXT_PRESERVE_WHITESPACE)["blocks"]:
             for line in block.get("lines", []):
-                chars = []
+                pieces: list[_Char] = []
                 for span in line["spans"]:
-                    for char in span["chars"]:
-                        text, unknown = char["c"], char["c"] == _UNKNOWN_GLYPH
-                        if unknown:
-                            text = names.get((round(char["origin"][0], 1), round(char["origin"][1], 1)), "")
-                        chars.append((*char["bbox"], text, unknown))
-                self.lines.append(chars)
+                    for char in span["chars"] if per_character else [{"c": span["text"], **span}]:
+                        if char["c"] == _UNKNOWN_GLYPH:
+                            unknown.append((pieces, len(pieces), (round(char["origin"][0], 1),
+                                                                  round(char["origin"][1], 1))))
+                        pieces.append((*char["bbox"], char["c"], char["c"] == _UNKNOWN_GLYPH))
+                self.lines.append(pieces)
+        names = _glyph_names(page) if unknown else {}
+        for pieces, index, origin in unknown:
+            pieces[index] = (*pieces[index][:4], names.get(origin, ""), True)
 
     def _inside(self, bbox: Sequence[float]) -> list[list[_Char]]:
         """The parts of lines inside ``bbox`` (by the characters' middles), in reading order."""
@@ -1887,7 +1902,7 @@ def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any
 
     def glyphs() -> _PageGlyphs:
         if not memo:
-            memo.append(_PageGlyphs(page))
+            memo.append(_PageGlyphs(page, per_character=_UNKNOWN_GLYPH in markdown))
         return memo[0]
 
     ranges = sorted((box["pos"] for box in boxes), key=lambda pos: pos[0])
