@@ -3546,8 +3546,8 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
         if not visuals or text.startswith(ERROR):
             return Answer(text)
     shown, images = format_visuals(reading, visuals)
-    if not sections:
-        shown = shown if shown.startswith(ERROR) else f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
+    if not sections and (images or not shown.startswith(ERROR)):  # an error alone stays an error answer
+        shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
 
 

@@ -1981,6 +1981,8 @@ def test_an_unknown_number_lists_what_the_paper_has_and_sections_mix_with_figure
     assert "It has: Figure 1; Figure 2; Figure 3" in unknown
     mixed = am.arxiv_answer(paper="1111.2011v2", section="V, figure 2")
     assert "## V Discussion" in mixed.text and "**Figure 2** (p. 6" in mixed.text and len(mixed.images) == 1
+    partly = am.arxiv_answer(paper="1111.2011v2", section="figure 9, figure 1")
+    assert not partly.is_error and len(partly.images) == 1 and "Figure 9 is not in this paper" in partly.text
     listing = call(paper="1111.2011v2", section="figures")
     assert "- **Figure 2** (p. 6): Diagrams contributing" in listing
 
