@@ -2684,7 +2684,7 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
     images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  A
     number the paper does not have gives a short error naming what it has."""
     parts, images, left_out, used = [], [], [], 0
-    for visual in visuals:
+    for visual in dict.fromkeys(visuals):  # each once, however often it is named
         if not visual.kind:
             parts.append(f"## Figures and tables\n{_caption_rows(reading.captions, _CAPTION_START) or 'None found.'}"
                          f"\n\n{_SEE_VISUALS}")

@@ -1991,6 +1991,7 @@ def test_images_past_the_cap_are_named_not_sent(env):
     answer = am.arxiv_answer(paper="1111.2011v2", section="eq 1, eq 2, eq 3, eq 4, eq 5")
     assert len(answer.images) == am._MAX_IMAGES
     assert "Left out to keep this answer small: Equation (5)" in answer.text
+    assert len(am.arxiv_answer(paper="1111.2011v2", section="figure 1, Fig. 1").images) == 1
 
 
 def test_render_region_is_plain_pages_from_one_bbox_in_points():
