@@ -5,6 +5,7 @@ records every request."""
 import asyncio
 import base64
 import email.message
+import email.utils
 import dataclasses
 import hashlib
 import http.server
@@ -19,6 +20,7 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -329,24 +331,53 @@ def test_rate_limiter_spaces_request_starts_per_host(clock):
     assert starts == [("a", 1000.0), ("a", 1003.0), ("b", 1003.0), ("a", 1006.0)]
 
 
-def test_rate_limiter_holds_across_threads(clock):
-    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
-    starts, inside = [], []
+def overlapping(threads: int, body: Callable[[int], None]) -> None:
+    """Run ``body(i)`` in ``threads`` real threads released together by a barrier, so that they overlap;
+    an assertion in any of them fails the test (pyproject's filterwarnings makes the warning an error)."""
+    gate = threading.Barrier(threads)
 
-    def request():
+    def run(index):
+        gate.wait(5)
+        body(index)
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+        assert not worker.is_alive(), "a thread did not finish"
+
+
+def test_rate_limiter_lets_one_request_at_a_time_per_host():
+    limiter = am.RateLimiter(0.0)  # no spacing: only the host's one connection keeps the requests apart
+    inside, most, guard = Counter(), Counter(), threading.Lock()
+
+    def request(index):
+        host = "export.arxiv.org" if index < 3 else "arxiv.org"
+        with limiter.slot(host):
+            with guard:
+                inside[host] += 1
+                most[host] = max(most[host], inside[host])
+            time.sleep(0.05)  # long enough for the other threads, released by the barrier, to try to enter
+            with guard:
+                inside[host] -= 1
+
+    overlapping(5, request)
+    assert most == {"export.arxiv.org": 1, "arxiv.org": 1}
+
+
+def test_rate_limiter_spaces_request_starts_across_real_threads():
+    limiter = am.RateLimiter(0.1)
+    starts, guard = [], threading.Lock()
+
+    def request(_):
         with limiter.slot("export.arxiv.org"):
-            inside.append(1)
-            assert len(inside) == 1, "one connection at a time"
-            starts.append(clock())
-            inside.pop()
+            with guard:
+                starts.append(time.monotonic())
 
-    threads = [threading.Thread(target=request) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    overlapping(4, request)
     starts.sort()
-    assert all(b - a >= 3.0 for a, b in zip(starts, starts[1:]))
+    assert len(starts) == 4 and all(b - a >= 0.099 for a, b in zip(starts, starts[1:])), starts
 
 
 def test_rate_limiter_refuses_a_turn_past_the_deadline(clock):
@@ -366,17 +397,26 @@ def test_requests_carry_user_agent_and_timeout(env):
 
 
 @pytest.mark.parametrize("status", [503, 502])
-def test_5xx_is_retried_and_recovers(env, status):
+def test_5xx_is_retried_and_recovers(env, monkeypatch, status):
+    monkeypatch.setattr(env.library.limiter, "interval", 0)  # only the backoff spaces the attempts
     env.script["api/query"] = [http_error("u", status)]
     assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum Criticality")
     assert len(env.requests) == 2
-    assert env.clock.sleeps and env.clock.sleeps[0] >= 1.0  # backed off
+    assert env.clock.sleeps == [am._BACKOFF_BASE]  # backed off once, by the first backoff step
 
 
 def test_429_honours_retry_after(env):
     env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": "7"})]
     am.fetch_metadata("1111.2011v2")
     assert 7.0 in env.clock.sleeps
+
+
+def test_429_honours_retry_after_given_as_an_http_date(env, monkeypatch):
+    monkeypatch.setattr(env.library.limiter, "interval", 0)
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)  # whole seconds: 29 to 30 s from now
+    env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": when})]
+    am.fetch_metadata("1111.2011v2")
+    assert len(env.clock.sleeps) == 1 and 28 <= env.clock.sleeps[0] <= 30, env.clock.sleeps
 
 
 def test_429_without_retry_after_backs_off_exponentially(env, monkeypatch):
@@ -417,7 +457,7 @@ def test_network_faults_retry_then_give_a_short_message(env, fault, reason):
 
 def test_body_over_the_cap_is_refused_while_reading(env, monkeypatch):
     settings = am.Settings(max_pdf_mb=0.001)  # 1,000 bytes
-    body = b"%PDF-1.4" + b"x" * 5000
+    body = b"%PDF-1.4" + b"x" * (8 * am._READ_CHUNK)  # far more than the cap and one chunk past it
 
     class Counting(FakeResponse):
         read_total = 0
@@ -902,8 +942,17 @@ def test_unknown_section_lists_the_choices(env):
     assert ('Valid choices: "I" Introduction, "II" Self-consistent action in the large z limit, '
             '"III" Critical point in N limit, "IV" Corrections at Finite N, "V" Discussion, "Acknowledgments", '
             '"References";') in answer  # from the outline, before any page is converted
-    ambiguous = call(paper="1111.2011v2", section="i")
-    assert "**Error:**" not in ambiguous  # "I" is a number before it is a prefix
+    ambiguous = call(paper="1111.2011v2", section="i")  # also a prefix of "II", "III", "IV", "Introduction"
+    assert "## I Introduction" in ambiguous and "## II " not in ambiguous  # a number before it is a prefix
+
+
+def test_an_exact_title_wins_over_a_longer_title_it_begins():
+    markdown = ("## 1 Introduction\n\nWhy.\n\n## 2 Results and discussion\n\nFirst results.\n\n"
+                "## 3 Results\n\nThe results.\n\n## 4 Conclusion\n\nDone.\n")
+    sections = am.find_sections(markdown)
+    assert [s.label for s in am._select_sections(sections, "results")] == ["3 Results"]
+    assert [s.label for s in am._select_sections(sections, "Results and")] == ["2 Results and discussion"]
+    assert "matches several sections" in am._select_sections(sections, "Resu")
 
 
 def test_the_choices_of_an_unknown_section_stay_within_a_budget():
@@ -944,14 +993,18 @@ def test_overview_sizes_are_the_sizes_a_read_shows(env):
 
 
 def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypatch):
-    settings = am.Settings(max_chars=12_000, deadline=600)
-    monkeypatch.setattr(env.library, "settings", settings)
+    # 10,500 characters, metadata (about 2,000) included, cut the text late in section I: so late that
+    # counting the metadata as text would name section II.
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_chars=10_500, deadline=600))
     document = call(paper="1111.2011v2", section="full")
-    assert len(document) <= 12_000
-    note = document.splitlines()[-1]
-    assert re.match(r"\[Truncated: showed [0-9,]+ of [0-9,]+ characters \(ARXIV_MAX_CHARS\)\.", note)
-    assert re.search(r'The cut fell in section "II[^"]*"; continue with section="II', note)
-    assert "Source: https://arxiv.org/pdf/1111.2011v2" in note
+    assert len(document) <= 10_500
+    shown, note = document.rsplit("\n\n", 1)
+    assert re.fullmatch(r"\[Truncated: showed [0-9,]+ of 44,470 characters \(ARXIV_MAX_CHARS\)\. The cut fell in "
+                        r'section "I Introduction"; continue with section="I" and the sections after it '
+                        r'\(next: "II"\)\. Source: https://arxiv\.org/pdf/1111\.2011v2\]', note), note
+    last_paragraph = shown.rstrip().rsplit("\n\n", 1)[1]
+    assert len(last_paragraph) > 100 and last_paragraph in call(paper="1111.2011v2", section="I")  # where it fell
+    assert last_paragraph not in call(paper="1111.2011v2", section="II")
 
 
 def test_the_page_cap_bounds_the_full_text_not_the_sections(env, monkeypatch):
@@ -1613,24 +1666,24 @@ def test_cache_is_bounded_by_count(env):
     assert library.cached("1111.2011v2") is None and library.cached("1111.2011") is not None
 
 
-def test_reads_of_different_papers_keep_the_per_host_spacing(env):
+def test_reads_of_different_papers_keep_the_per_host_spacing(env, monkeypatch):
     env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
-    starts = []
-    real = urllib.request.urlopen
+    limiter = am.RateLimiter(0.1)  # a real clock: the two reads' requests really overlap
+    monkeypatch.setattr(env.library, "limiter", limiter)
+    monkeypatch.setattr(am, "LIMITER", limiter)
+    starts, guard, real = [], threading.Lock(), urllib.request.urlopen
 
     def timed(request, timeout=None):
-        starts.append(env.clock())
+        with guard:
+            starts.append(time.monotonic())
         return real(request, timeout=timeout)
 
-    urllib.request.urlopen = timed
-    threads = [threading.Thread(target=call, kwargs={"paper": p}) for p in ("1111.2011v2", "1111.2011")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    monkeypatch.setattr(urllib.request, "urlopen", timed)
+    papers = ("1111.2011v2", "1111.2011")
+    overlapping(2, lambda index: call(paper=papers[index]))
     starts.sort()
-    assert len(starts) == 4
-    assert all(b - a >= 3.0 for a, b in zip(starts, starts[1:]))
+    assert len(starts) == 4  # a PDF and a metadata request each, all to export.arxiv.org
+    assert all(b - a >= 0.099 for a, b in zip(starts, starts[1:])), starts
 
 
 # ---------------------------------------------------------------------------
@@ -1960,8 +2013,19 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
     width, height = region.bbox[2] - region.bbox[0], region.bbox[3] - region.bbox[1]
     assert abs(image.width - (width + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2  # that region, at 150 dpi
     assert abs(image.height - (height + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2
+    import pymupdf
+
+    with pymupdf.open(stream=PDF_1111, filetype="pdf") as doc:  # the page the figure is on, rendered here
+        on_page = doc[page - 1]
+        margin = am._REGION_MARGIN
+        clip = (pymupdf.Rect(region.bbox) + (-margin, -margin, margin, margin)) & on_page.rect
+        expected = on_page.get_pixmap(matrix=pymupdf.Matrix(am._IMAGE_DPI / 72, am._IMAGE_DPI / 72), clip=clip,
+                                      alpha=False)
+        caption = on_page.search_for("FIG. 1.")
+    assert pymupdf.Pixmap(image.data).samples == expected.samples  # the same pixels: its own page
     if kind == "Figure":
         assert "FIG. 1. Schematic depiction" in answer.text and width > 150 and height > 80
+        assert caption and 0 <= caption[0].y0 - region.bbox[3] < 40  # the picture right above its caption
     else:
         assert height < 40  # one displayed equation, not a page
 
