@@ -30,6 +30,7 @@ import argparse
 import bisect
 import contextlib
 import dataclasses
+import enum
 import functools
 import http.client
 import inspect
@@ -1968,18 +1969,66 @@ class VisualRequest:
 _LIST_REQUESTS = frozenset({"figures", "tables", "equations", "figures and tables"})
 
 
-def split_selector(selector: str) -> tuple[list[VisualRequest], str]:
-    """The figures, tables and equations a comma-separated selector names, and the rest of it (the
-    sections), recognised first so that "2, figure 3" reads section 2 and figure 3."""
+class Mode(enum.Enum):
+    """What a read answers."""
+
+    OVERVIEW = "overview"  # metadata, abstract, the section list with sizes, figures and tables
+    FULL = "full"  # the whole text, capped
+    SECTIONS = "sections"  # the named sections, and figures, tables and equations as images
+    FIND = "find"  # the passages that hold some words
+    BIBTEX = "bibtex"  # a citation, from the metadata alone
+
+
+# The words of `section` that name a mode rather than a section, in any case: they win over a section of that
+# title ("Overview" is then read by its number).  "references" and "figures" are sections of their own kind.
+_MODE_WORDS = {"": Mode.OVERVIEW, "overview": Mode.OVERVIEW, "full": Mode.FULL, "bibtex": Mode.BIBTEX}
+REFERENCES = "references"  # a selector that names the reference list, whatever its title (``_select_sections``)
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """One read, parsed once at the tool's edge (``parse_read``); the library and the answers dispatch
+    on ``mode``.  ``sections`` are the selectors of the sections to read (to search, with FIND), in order;
+    ``visuals`` the figures, tables and equations to show; ``words`` what FIND looks for."""
+
+    mode: Mode
+    sections: tuple[str, ...] = ()
+    visuals: tuple[VisualRequest, ...] = ()
+    words: str = ""
+
+
+OVERVIEW, FULL = ReadRequest(Mode.OVERVIEW), ReadRequest(Mode.FULL)
+
+
+def parse_read(section: str | None = None, find: str | None = None) -> ReadRequest | str:
+    """The request that the tool's ``section`` and ``find`` make, or an error message.
+
+    ``section`` is empty or "overview" (any case), "full", "bibtex", or a comma-separated list of
+    section numbers and titles ("references" for the reference list), figures, tables and equations
+    ("figure 3", "table I", "eq. (5)"; "figures" lists them), recognised first so that "2, figure 3"
+    reads section 2 and figure 3.  With ``find``, ``section`` names the sections to search in."""
+    choice, words = (section or "").strip(), (find or "").strip()
+    parts = [part for part in (p.strip() for p in choice.split(",")) if part]
+    if "find" in (part.lower() for part in parts):
+        return 'To find passages give `find` its words (find="Drude weight"); `section` then names where to look.'
+    if len(parts) > 1 and (alone := next((p for p in parts if p.lower() in _MODE_WORDS), None)):
+        return f'"{alone}" goes alone in `section`; with others, give section numbers, titles or figures.'
+    mode = _MODE_WORDS.get(choice.lower(), Mode.SECTIONS)
+    if words:
+        if mode is not Mode.SECTIONS and choice:
+            return f'`find` searches the paper or some of its sections, not "{choice[:40]}": omit `section` or name sections.'
+        return ReadRequest(Mode.FIND, tuple(parts), words=words)
+    if mode is not Mode.SECTIONS:
+        return ReadRequest(mode)
     visuals, sections = [], []
-    for part in (p.strip() for p in selector.split(",")):
+    for part in parts:
         if part.lower() in _LIST_REQUESTS:
             visuals.append(VisualRequest(""))
         elif m := _VISUAL_REQUEST.fullmatch(part):
             visuals.append(VisualRequest(_VISUAL_KINDS[m["kind"][0].lower()], m["number"]))
-        elif part:
+        else:
             sections.append(part)
-    return visuals, ", ".join(sections)
+    return ReadRequest(Mode.SECTIONS, tuple(sections), tuple(dict.fromkeys(visuals)))
 
 
 @dataclass(frozen=True)
@@ -2456,12 +2505,15 @@ def format_full(paper: Paper, text: PaperText | None, text_error: str | None = N
         len(shown), len(document), paper.pdf_url, text, cut_offset=len(shown) - len(head)))
 
 
-def _select_sections(sections: Sequence[Section], selector: str) -> list[Section] | str:
-    """The sections a comma-separated ``selector`` names (numbers, titles or
-    unambiguous prefixes of either), or an error message listing the choices."""
+def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> list[Section] | str:
+    """The sections that ``selectors`` name (numbers, titles or unambiguous prefixes of either;
+    ``REFERENCES`` the reference list, whatever its title), or an error message listing the choices."""
     chosen: list[Section] = []
-    for wanted in (w.strip() for w in selector.split(",")):
+    for wanted in (w.strip() for w in selectors):
         if not wanted:
+            continue
+        if wanted.lower() == REFERENCES and (listed := [s for s in sections if _name_role(s.title) == REFERENCES]):
+            chosen += [s for s in listed[:1] if s not in chosen]
             continue
         key = _match_key(wanted)
         number_key = wanted.strip().rstrip(".").upper()
@@ -2522,13 +2574,13 @@ def _neighbours(text: PaperText, section: Section, overview: Overview | None = N
     return "Navigation: " + " · ".join(parts)
 
 
-def format_sections(paper: Paper, text: PaperText, selector: str, max_chars: int | None = None,
+def format_sections(paper: Paper, text: PaperText, selectors: Sequence[str], max_chars: int | None = None,
                     overview: Overview | None = None) -> str:
     """The named sections with their subsections, each ending with a navigation
     line (its neighbours from ``overview``'s list when given); an unknown section
     gives a short error listing the valid choices."""
     max_chars = SETTINGS.max_chars if max_chars is None else max_chars
-    chosen = _select_sections(text.sections, selector)
+    chosen = _select_sections(text.sections, selectors)
     if isinstance(chosen, str):
         return f"{ERROR} {chosen}"
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
@@ -2599,17 +2651,17 @@ def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
 
 
 def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview: Overview | None = None,
-                selector: str = "") -> str:
+                within: Sequence[str] = ()) -> str:
     """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best
     first: the most matches, then reading order.  Each names its section (``overview``'s list)
     and page, with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``.
-    ``selector`` keeps the passages of those sections.  No match is a short answer, not an error."""
+    ``within`` (section selectors) keeps the passages of those sections.  No match is a short answer, not an error."""
     sections = [row.section for row in overview.sections] if overview else []
     terms = _find_terms(query)
     if not terms:
         return f'{ERROR} `find` needs words or a "quoted phrase".'
-    if selector:
-        chosen = _select_sections(sections, selector) if sections else "This paper has no section list to search in."
+    if within:
+        chosen = _select_sections(sections, within) if sections else "This paper has no section list to search in."
         if isinstance(chosen, str):
             return f"{ERROR} {chosen}"
         passages = [p for p in passages if any(s.start <= p.offset < s.end for s in chosen)]
@@ -2618,7 +2670,7 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
         return next((s for s in reversed(sections) if s.start <= passage.offset), None)
 
     found = [(len(spans), passage, spans) for passage in passages if (spans := _matches_in(passage, terms))]
-    where = f' in section "{selector}"' if selector else ""
+    where = f' in section "{", ".join(within)}"' if within else ""
     if not found:
         names = _choices([s for s in sections if s.level == 1]) if sections else "none found"
         return f"No passage of this paper{where} matches {_quote_input(query)}. Its sections: {names}."
@@ -2679,12 +2731,12 @@ def _available(reading: "Reading") -> str:
 
 
 def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tuple[str, list[Image]]:
-    """Figures, tables and equations as images, each with its text (label, page, section, caption or
+    """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images, each with its text (label, page, section, caption or
     equation text), for clients that show no images too; "figures" lists them.  At most ``_MAX_IMAGES``
     images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  A
     number the paper does not have gives a short error naming what it has."""
     parts, images, left_out, used = [], [], [], 0
-    for visual in dict.fromkeys(visuals):  # each once, however often it is named
+    for visual in visuals:
         if not visual.kind:
             parts.append(f"## Figures and tables\n{_caption_rows(reading.captions, _CAPTION_START) or 'None found.'}"
                          f"\n\n{_SEE_VISUALS}")
@@ -2971,7 +3023,7 @@ class _PaperState:
     equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages (from 0)
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page, from 0
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)  # by converted page, from 0
-    wants: Counter[str] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
+    wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
     read_on: set[int] = dataclasses.field(default_factory=set)  # pages (from 0) a section runs on to
     waiting: int = 0  # callers waiting on it
     listeners: list[Progress] = dataclasses.field(default_factory=list)
@@ -3197,7 +3249,7 @@ class PaperLibrary:
             state = self._states.get(arxiv_id)
             if state is None or state.loading:
                 return None
-            return self._answer(state, "full")
+            return self._answer(state, FULL)
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
         """The paper's metadata alone: the known one, or one API request, with no PDF download."""
@@ -3209,11 +3261,11 @@ class PaperLibrary:
             return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter)
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
-             want: str = "full") -> Reading:
-        """The paper ``arxiv_id`` with what ``want`` needs: ``"overview"`` (the section
-        list: the outline's, or the full text's when the PDF has none), ``"full"`` (the
-        first ``max_pages`` pages converted) or a section selector (the pages of those
-        sections, wherever they are).
+             request: ReadRequest = FULL) -> Reading:
+        """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section
+        list: the outline's, or the full text's when the PDF has none), the full text (the
+        first ``max_pages`` pages converted), sections (the pages of those sections,
+        wherever they are) with figures, tables and equations, or passages (the raw text).
 
         ``on_progress`` hears the steps of the read (download, pages converted).
         When ``deadline`` (a limiter-clock time) passes first, this returns what is
@@ -3233,12 +3285,12 @@ class PaperLibrary:
             self._states.move_to_end(arxiv_id)
             self.scheduler.touch(state)
             state.waiting += 1
-            state.wants[want] += 1  # the scheduler converts what it needs first
+            state.wants[request] += 1  # the scheduler converts what it needs first
             if state.pdf is not None:
                 self.scheduler.add(state)
             try:
-                while (reading := self._answer(state, want)) is None:
-                    pages = self._pages_needed(state, want)
+                while (reading := self._answer(state, request)) is None:
+                    pages = self._pages_needed(state, request)
                     if state.paper is not None and pages and all(page in state.pages for page in pages):
                         # The converted text ends a section later than the outline said: read on.
                         state.read_on.update(next(([page] for page in range(max(pages), state.page_count)
@@ -3250,7 +3302,7 @@ class PaperLibrary:
                     changed.wait(remaining)
                 return reading
             finally:
-                state.wants -= Counter({want: 1})
+                state.wants -= Counter({request: 1})
                 state.waiting -= 1
                 if on_progress is not None:
                     state.listeners.remove(on_progress)
@@ -3320,15 +3372,14 @@ class PaperLibrary:
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
         """The pages (from 0) that the paper's waiting callers need (with ``changed`` held)."""
-        return set().union(state.read_on, *(self._pages_needed(state, want) for want in state.wants))
+        return set().union(state.read_on, *(self._pages_needed(state, request) for request in state.wants))
 
-    def _pages_needed(self, state: _PaperState, want: str) -> set[int]:
-        """The pages (from 0) still to convert for ``want`` (with ``changed`` held)."""
+    def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
+        """The pages (from 0) still to convert for ``request`` (with ``changed`` held)."""
         if not state.structured or state.text_error is not None:
             return set()
-        visuals, want = split_selector(want) if want not in ("find", "full", "overview") else ([], want)
-        pages = set().union(*(self._visual_pages(state, visual) for visual in visuals))
-        return pages | self._section_pages(state, want) if want else pages
+        pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
+        return pages | self._section_pages(state, request)
 
     def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
         """The pages (from 0) where a figure, table or equation is, or may be (with ``changed`` held)."""
@@ -3338,17 +3389,18 @@ class PaperLibrary:
             return set(state.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES])
         return {c.page - 1 for c in state.captions if visual.matches(c.kind, c.number)}
 
-    def _section_pages(self, state: _PaperState, want: str) -> set[int]:
-        """The pages (from 0) that ``want`` (find, full, overview or sections) needs (with ``changed`` held)."""
+    def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
+        """The pages (from 0) that ``request``'s text needs (with ``changed`` held): none for passages,
+        figures alone or the outline's overview; the full text's without an outline."""
         full = set(state.full_pages(self.settings.max_pages))
-        if want == "find":
+        if request.mode in (Mode.FIND, Mode.BIBTEX) or request.mode is Mode.SECTIONS and not request.sections:
             return set()
-        if want == "full" or state.skim is None:
+        if request.mode is Mode.FULL or state.skim is None:
             return full
-        if want == "overview":
+        if request.mode is Mode.OVERVIEW:
             return set()
         outline = [row.section for row in state.skim.sections]
-        chosen = _select_sections(outline, want)
+        chosen = _select_sections(outline, request.sections)
         if isinstance(chosen, str):
             return set()  # the answer is the error that lists the outline's sections
         pages: set[int] = set()
@@ -3359,31 +3411,30 @@ class PaperLibrary:
             pages.update(range(section.page - 1, last)[:self.settings.max_pages])
         return pages
 
-    def _answer(self, state: _PaperState, want: str) -> Reading | None:
-        """The Reading for ``want``, or None while what it needs is missing (with ``changed`` held)."""
+    def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
+        """The Reading for ``request``, or None while what it needs is missing (with ``changed`` held)."""
         if state.error is not None:
             raise state.error
         if state.paper is None:
             return None
         if state.text_error is not None:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
-        if not state.structured or any(page not in state.pages for page in self._pages_needed(state, want)):
+        if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
             return None
         visuals = dataclasses.replace(Reading(state.paper, None), captions=state.captions, pdf=state.pdf,
                                       regions=tuple(r for page in sorted(state.regions) for r in state.regions[page]))
-        if want == "find":  # the raw text answers it, with the outline's sections
+        mode = request.mode
+        if mode is Mode.FIND:  # the raw text answers it, with the outline's sections
             return dataclasses.replace(visuals, overview=state.skim, passages=state.passages)
-        if want not in ("full", "overview"):
-            want = split_selector(want)[1]
-            if not want:  # figures, tables and equations alone: their pages are converted
-                return dataclasses.replace(visuals, overview=state.skim)
-        if want == "full" or state.skim is None:
+        if mode is Mode.SECTIONS and not request.sections:  # figures, tables and equations: their pages are converted
+            return dataclasses.replace(visuals, overview=state.skim)
+        if mode is Mode.FULL or state.skim is None:
             text = self._text(state, full=True)
-            return dataclasses.replace(visuals, text=text, overview=overview_of(text) if want == "overview" else None)
+            return dataclasses.replace(visuals, text=text, overview=overview_of(text) if mode is Mode.OVERVIEW else None)
         text = self._text(state, full=False)
-        if want == "overview":
+        if mode is Mode.OVERVIEW:
             return dataclasses.replace(visuals, text=text, overview=state.skim.refined(text))
-        chosen = _select_sections(text.sections, want)
+        chosen = _select_sections(text.sections, request.sections)
         if not isinstance(chosen, str) and not all(text.is_whole(section) for section in chosen) and \
                 len(state.pages) < state.page_count:
             return None
@@ -3453,7 +3504,7 @@ def arxiv_markdown(url: str) -> str | None:
     if arxiv_id is None:
         return None
     try:
-        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter), want="full")
+        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter), request=FULL)
         return format_full(reading.paper, reading.text, reading.text_error, LIBRARY.settings.max_chars)
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
@@ -3481,9 +3532,10 @@ Results list ids you can read with `paper`."""
 
 _PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' "
                "or 'https://arxiv.org/abs/1706.03762'.")
-_SECTION_HELP = ("With `paper`: omit for the overview (metadata, abstract, section list); a section number or title "
-                 "('3', '2.1', 'Introduction', several comma-separated); 'full' for the whole text; 'bibtex'; "
-                 "'figure 2', 'table I', 'equation 5' for images; 'figures' lists them.")
+_SECTION_HELP = ("With `paper`: omit (or 'overview') for the overview (metadata, abstract, section list); a section "
+                 "number or title ('3', '2.1', 'Introduction', several comma-separated; 'references' for the "
+                 "reference list); 'full' for the whole text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for "
+                 "images; 'figures' lists them.")
 _FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to find; returns the matching passages, "
               "best first, with section and page. With `section`: only there.")
 
@@ -3510,31 +3562,28 @@ class Answer:
 def read_answer(paper: str, section: str | None = None, *, find: str | None = None,
                 library: PaperLibrary | None = None, on_progress: Progress | None = None) -> Answer:
     """The tool's reading half: the overview, the named sections, the full text, the BibTeX entry, the
-    passages that ``find`` names, or figures, tables and equations as images (``split_selector``)."""
+    passages that ``find`` names, or figures, tables and equations as images (``parse_read``)."""
     library = library or LIBRARY
     arxiv_id = parse_arxiv_id(paper)
     if arxiv_id is None:
         return Answer(f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
                       "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
                       "use `query`.")
+    request = parse_read(section, find)
+    if isinstance(request, str):
+        return Answer(f"{ERROR} {request}")
     deadline = _deadline(library.settings, library.limiter)
-    choice = (section or "").strip()
-    if (find or "").strip():
-        reading = library.read(arxiv_id, deadline, on_progress, want="find")
+    if request.mode is Mode.BIBTEX:
+        return Answer(f"```bibtex\n{format_bibtex(library.metadata(arxiv_id, deadline))}\n```")
+    reading = library.read(arxiv_id, deadline, on_progress, request)
+    if request.mode is Mode.FIND:
         if reading.text_error:
             return Answer(f"{ERROR} The text of arXiv:{reading.paper.arxiv_id} is unavailable: {reading.text_error}")
-        return Answer(format_find(reading.paper, reading.passages, find, reading.overview, choice))
-    if not choice:
-        reading = library.read(arxiv_id, deadline, on_progress, want="overview")
+        return Answer(format_find(reading.paper, reading.passages, request.words, reading.overview, request.sections))
+    if request.mode is Mode.OVERVIEW:
         return Answer(format_overview(reading.paper, reading.overview, reading.text_error, reading.captions))
-    if choice.lower() == "bibtex":
-        return Answer(f"```bibtex\n{format_bibtex(library.metadata(arxiv_id, deadline))}\n```")
-    if choice.lower() == "full":
-        reading = library.read(arxiv_id, deadline, on_progress, want="full")
-        return Answer(format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars))
-    reading = library.read(arxiv_id, deadline, on_progress, want=choice)
-    visuals, sections = split_selector(choice)
-    if reading.text_error is not None or sections and reading.text is None:
+    sections = request.sections
+    if request.mode is Mode.FULL or reading.text_error is not None or sections and reading.text is None:
         return Answer(format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars))
     text = ""
     if sections:
@@ -3543,9 +3592,9 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
             if isinstance(chosen, str):
                 return Answer(f"{ERROR} {chosen}")
         text = format_sections(reading.paper, reading.text, sections, library.settings.max_chars, reading.overview)
-        if not visuals or text.startswith(ERROR):
+        if not request.visuals or text.startswith(ERROR):
             return Answer(text)
-    shown, images = format_visuals(reading, visuals)
+    shown, images = format_visuals(reading, request.visuals)
     if not sections and (images or not shown.startswith(ERROR)):  # an error alone stays an error answer
         shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))

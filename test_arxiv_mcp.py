@@ -989,15 +989,15 @@ def test_an_exact_title_wins_over_a_longer_title_it_begins():
     markdown = ("## 1 Introduction\n\nWhy.\n\n## 2 Results and discussion\n\nFirst results.\n\n"
                 "## 3 Results\n\nThe results.\n\n## 4 Conclusion\n\nDone.\n")
     sections = am.find_sections(markdown)
-    assert [s.label for s in am._select_sections(sections, "results")] == ["3 Results"]
-    assert [s.label for s in am._select_sections(sections, "Results and")] == ["2 Results and discussion"]
-    assert "matches several sections" in am._select_sections(sections, "Resu")
+    assert [s.label for s in am._select_sections(sections, ["results"])] == ["3 Results"]
+    assert [s.label for s in am._select_sections(sections, ["Results and"])] == ["2 Results and discussion"]
+    assert "matches several sections" in am._select_sections(sections, ["Resu"])
 
 
 def test_the_choices_of_an_unknown_section_stay_within_a_budget():
     markdown = "".join(f"## {n} A section title about topic number {n}\n\nText.\n\n" for n in range(1, 81))
     text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
-    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, "Quantum gravity")
+    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, ["Quantum gravity"])
     assert answer.startswith('**Error:** Section "Quantum gravity" matches no section. Valid choices: "1" A section')
     assert re.search(r', … and [0-9]+ more; subsections by number', answer) and len(answer) < 1_300
     shown = re.findall(r'"([0-9]+)" A section', answer)
@@ -2183,11 +2183,49 @@ def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
     assert am._equation_groups(boxes) == [[0, 1], [2], [3], [4]]
 
 
+@pytest.mark.parametrize("section, find, expected", [
+    (None, None, am.ReadRequest(am.Mode.OVERVIEW)),
+    ("  OverView ", None, am.ReadRequest(am.Mode.OVERVIEW)),  # the word an agent writes, in any case
+    ("Full", None, am.ReadRequest(am.Mode.FULL)),
+    ("bibTeX", None, am.ReadRequest(am.Mode.BIBTEX)),
+    ("2.1, Results", None, am.ReadRequest(am.Mode.SECTIONS, ("2.1", "Results"))),
+    ("references", None, am.ReadRequest(am.Mode.SECTIONS, ("references",))),
+    ("figures", None, am.ReadRequest(am.Mode.SECTIONS, (), (am.VisualRequest(""),))),
+    (None, '"Drude weight" Kubo', am.ReadRequest(am.Mode.FIND, words='"Drude weight" Kubo')),
+    ("IV.B, V", "Drude", am.ReadRequest(am.Mode.FIND, ("IV.B", "V"), words="Drude")),
+])
+def test_a_read_request_is_parsed_once_into_its_mode(section, find, expected):
+    assert am.parse_read(section, find) == expected
+
+
+@pytest.mark.parametrize("section, find, message", [
+    ("find", None, 'give `find` its words (find="Drude weight")'),  # the mode word without its argument
+    ("full, 2", None, '"full" goes alone in `section`'),
+    ("overview", "Drude", "`find` searches the paper or some of its sections"),
+])
+def test_a_request_that_makes_no_sense_gets_a_short_error_that_says_how(env, section, find, message):
+    assert isinstance(am.parse_read(section, find), str)
+    answer = call(paper="1111.2011v2", section=section, find=find)
+    assert answer.startswith(am.ERROR) and message in answer and len(answer) < 200
+    assert env.requests == []
+
+
+def test_mode_words_win_over_section_titles_and_references_names_the_list_by_its_role(env):
+    markdown = ("## 1 Introduction\n\nWhy.\n\n## 2 Overview\n\nThe plan.\n\n## 3 Full model\n\nAll of it.\n\n"
+                "## Bibliography\n\n[1] A. Author, A paper (2020).\n")
+    sections = am.find_sections(markdown)
+    assert am.parse_read("Overview").mode is am.Mode.OVERVIEW  # a section titled so is read by its number:
+    assert [s.label for s in am._select_sections(sections, ["2"])] == ["2 Overview"]
+    assert [s.label for s in am._select_sections(sections, ["references"])] == ["Bibliography"]
+    assert call(paper="1111.2011v2", section="overview") == call(paper="1111.2011v2")
+    assert "## References" in call(paper="1111.2011v2", section="REFERENCES")
+
+
 def test_selectors_name_figures_tables_and_equations_as_printed():
-    visuals, sections = am.split_selector("2, figure 3, Fig. 2, table I, eq. (5), equation 2.3, eqn (A1), Eq 5a, "
-                                          "figures, Introduction")
-    assert sections == "2, Introduction"
-    assert [(v.kind, v.number) for v in visuals] == [
+    request = am.parse_read("2, figure 3, Fig. 2, table I, eq. (5), equation 2.3, eqn (A1), Eq 5a, figures, "
+                            "Introduction, figure 3, tables")
+    assert request.mode is am.Mode.SECTIONS and request.sections == ("2", "Introduction")
+    assert [(v.kind, v.number) for v in request.visuals] == [  # each once
         ("Figure", "3"), ("Figure", "2"), ("Table", "I"), ("Equation", "5"), ("Equation", "2.3"),
         ("Equation", "A1"), ("Equation", "5a"), ("", "")]
 
