@@ -674,9 +674,17 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
     return doc
 
 
-def _pages_to_read(doc: "pymupdf.Document", max_pages: int | None) -> int:
-    """The pages of ``doc`` to read: ``max_pages`` (default ``SETTINGS.max_pages``), at least one."""
-    return min(doc.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
+@contextlib.contextmanager
+def _opened(data: bytes) -> Iterator["pymupdf.Document"]:
+    """PDF bytes open for the plain functions, opened and closed under MuPDF's lock (which the caller may
+    then take for each page); ArxivError for corrupt, encrypted or empty files."""
+    with _PDF_LOCK:
+        doc = _open_pdf(data)
+    try:
+        yield doc
+    finally:
+        with _PDF_LOCK:
+            doc.close()
 
 
 def _page_markdown(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
@@ -691,50 +699,23 @@ def _page_markdown(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
     return _repaired(doc[number], chunk["text"], chunk.get("page_boxes") or ())
 
 
-def pdf_to_markdown(data: bytes, *, max_pages: int | None = None,
-                    on_page: Callable[["PdfText", int], None] | None = None,
-                    outline: "Outline | None" = None) -> PdfText:
-    """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page.
+def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
+    """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page: the structure
+    pass (``read_structure``), then each of the first ``max_pages`` pages (default:
+    ``SETTINGS.max_pages``) through ``_page_markdown``, as the server does.
 
-    Converts at most ``max_pages`` pages (default: ``SETTINGS.max_pages``),
-    without OCR and without page footers (page numbers).  The result carries
-    ``outline``, the paper's structure, or ``pdf_outline``'s.  After each page,
-    ``on_page(text_so_far, pages_to_convert)`` is called.  MuPDF's lock is
-    taken for one page at a time, so other threads' work goes between pages.
-    pymupdf4llm's layout mode gives the same text page by page as for the
-    whole document, and it is the mode that finds section headings.  Raises
-    ArxivError for corrupt, encrypted or empty PDFs and for PDFs without a
-    text layer (scans).  Nothing is written to disk or stdout: what pymupdf4llm
-    prints goes to stderr while it converts (``contextlib.redirect_stdout``,
-    which acts on the whole process).
+    No OCR and no page footers (page numbers).  MuPDF's lock is taken for one page at a time, so
+    other threads' work goes between pages.  Raises ArxivError for corrupt, encrypted or empty PDFs
+    and for PDFs without a text layer (scans).  Nothing is written to disk or stdout.
     """
-    pages: list[str] = []
-    regions: list[Region] = []
-    with _PDF_LOCK:
-        doc = _open_pdf(data)
-    try:
-        with _PDF_LOCK:
-            total, page_count = _pages_to_read(doc, max_pages), doc.page_count
-            outline = _paper_outline(doc, min(page_count, _MAX_STRUCTURE_PAGES)) if outline is None else outline
-        for number in range(total):
+    pages: list[PageMarkdown] = []
+    with _opened(data) as doc:
+        structure = read_structure(doc)
+        for number in range(min(structure.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))):
             with _PDF_LOCK:
-                page = _page_markdown(doc, number)
-            pages.append(page.markdown)
-            regions.extend(page.regions)
-            if on_page:
-                on_page(PdfText(tuple(pages), page_count, outline), total)
-    except ArxivError:
-        raise
-    except Exception as error:
-        log.warning("conversion failed: %s", type(error).__name__)
-        raise ArxivError("The PDF could not be converted to text (it may be damaged).") from None
-    finally:
-        with _PDF_LOCK:
-            doc.close()
-    text = PdfText(tuple(pages), page_count, outline, regions=tuple(regions))
-    if len(re.sub(r"\s+", "", text.markdown)) < _MIN_TEXT_CHARS:
-        raise ArxivError(_SCANNED)
-    return text
+                pages.append(_page_markdown(doc, number))
+    return PdfText(tuple(page.markdown for page in pages), structure.page_count, structure.outline,
+                   regions=tuple(region for page in pages for region in page.regions))
 
 
 _SCANNED = "The PDF has no text layer (it is a scan); this server does not run OCR."
@@ -1343,25 +1324,17 @@ def _paper_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     """The PDF's bookmarks when they name three sections or more (hyperref),
     otherwise the headings of the first ``pages`` pages found by their fonts;
     empty when both fail (the converted text can still tell the sections)."""
-    try:
-        bookmarks = _bookmark_outline(doc)
-        return bookmarks if len(bookmarks) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
-    except Exception as error:  # a damaged outline or text layer must not cost the conversion
-        log.warning("no outline: %s", type(error).__name__)
-        return ()
+    bookmarks = _bookmark_outline(doc)
+    return bookmarks if len(bookmarks) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
 
 
 def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
     """The paper's structure as Sections with pages, in milliseconds: its
     bookmarks, or the headings of its first ``max_pages`` pages (default: the
-    whole paper, up to ``_MAX_STRUCTURE_PAGES``) found by their fonts.  Raises
-    ArxivError for PDFs that cannot be opened."""
-    with _PDF_LOCK:
-        doc = _open_pdf(data)
-        try:
-            return _paper_outline(doc, min(doc.page_count, max_pages or _MAX_STRUCTURE_PAGES))
-        finally:
-            doc.close()
+    whole paper, up to ``_MAX_STRUCTURE_PAGES``) found by their fonts
+    (``read_structure``).  Raises ArxivError for PDFs that cannot be opened."""
+    with _opened(data) as doc:
+        return read_structure(doc, max_pages).outline
 
 
 @dataclass(frozen=True)
@@ -1487,24 +1460,17 @@ def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overv
     return _overview(source.text, _sections_in(source, outline), page_count, len(page_texts), estimated=True)
 
 
-def skim_pdf(data: bytes, max_pages: int | None = None, outline: Outline | None = None) -> Overview | None:
-    """The overview of a PDF from its structure and raw text layer, in milliseconds.
+def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
+    """The overview of a PDF from its structure and raw text layer, in milliseconds (``read_structure``).
 
     Covers the first ``max_pages`` pages (default: the whole paper, up to
-    ``_MAX_STRUCTURE_PAGES``); ``outline`` is the paper's structure,
-    ``pdf_outline``'s by default.  Returns None when it has too few sections:
+    ``_MAX_STRUCTURE_PAGES``).  Returns None when it has too few sections:
     then only the converted text (``find_sections``) can tell them.  Sizes are
     those of the raw text, which estimate the converted text's (whose reading
     order can differ).  Raises ArxivError for PDFs that cannot be opened.
     """
-    with _PDF_LOCK:
-        doc = _open_pdf(data)
-        try:
-            pages = min(doc.page_count, max_pages or _MAX_STRUCTURE_PAGES)
-            outline = _paper_outline(doc, pages) if outline is None else outline
-            return _skim(["".join(_page_blocks(doc[number])) for number in range(pages)], outline, doc.page_count)
-        finally:
-            doc.close()
+    with _opened(data) as doc:
+        return read_structure(doc, max_pages).skim
 
 
 # ---------------------------------------------------------------------------
@@ -1948,6 +1914,52 @@ def _equation_pages(page_texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
                 if page not in (found := pages.setdefault(m["number"].upper(), [])):
                     found.append(page)
     return {number: tuple(found) for number, found in pages.items()}
+
+
+# The structure pass: what the PDF's text layer tells in milliseconds a page, before any page is converted.
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A PDF's structure: its page count and outline, and from its raw text layer the overview's
+    section list with estimated sizes (``skim``, None without a usable outline), the passages ``find``
+    searches, the figure and table captions, and the pages where each equation number stands."""
+
+    page_count: int
+    outline: Outline = ()
+    skim: Overview | None = None
+    passages: tuple[Passage, ...] = ()
+    captions: tuple[Caption, ...] = ()
+    equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages (from 0)
+
+
+def _guarded(part: str, make: Callable[[], Any], empty: Any) -> Any:
+    """``make()``, or ``empty`` when it fails: a failing part of the structure pass costs only that part."""
+    try:
+        return make()
+    except Exception as error:
+        log.warning("%s failed: %s", part, type(error).__name__)
+        log.debug("details of the failure", exc_info=error)
+        return empty
+
+
+def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Structure:
+    """The structure pass over the first ``max_pages`` pages (default: every page, up to
+    ``_MAX_STRUCTURE_PAGES``) of an open PDF.  Takes MuPDF's lock while it reads the text layer
+    (the caller must not hold it).  Each part is computed on its own: one that fails is left empty
+    and logged.  Raises ArxivError for a PDF without a text layer (a scan)."""
+    with _PDF_LOCK:
+        page_count = doc.page_count
+        blocks = [_guarded(f"the text layer of page {number + 1}", lambda: _page_blocks(doc[number]), [])
+                  for number in range(min(page_count, max_pages or _MAX_STRUCTURE_PAGES))]
+        outline = _guarded("the outline", lambda: _paper_outline(doc, len(blocks)), ())
+    texts = ["".join(page) for page in blocks]
+    if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
+        raise ArxivError(_SCANNED)
+    return Structure(page_count, outline, _guarded("the skim", lambda: _skim(texts, outline, page_count), None),
+                     _guarded("the passages", lambda: _passages(blocks), ()),
+                     _guarded("the captions", lambda: _captions(blocks), ()),
+                     _guarded("the equation pages", lambda: _equation_pages(texts), {}))
 
 
 @dataclass(frozen=True)
@@ -3003,6 +3015,9 @@ _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at 
 _IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
 
 
+_NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
+
+
 @dataclass(eq=False)
 class _PaperState:
     """One paper from its first request on, shared by every caller: changed only with the
@@ -3014,13 +3029,7 @@ class _PaperState:
     pdf: bytes | None = None
     text_error: ArxivError | None = None  # the text cannot be had (the PDF failed); the metadata stays
     loading: bool = True  # its download thread (the PDF, then the metadata) is running
-    structured: bool = False  # the structure pass is done: page count, outline, skim
-    page_count: int = 0
-    outline: Outline = ()
-    skim: Overview | None = None  # the overview from the raw text layer, when the outline allows one
-    passages: tuple[Passage, ...] = ()  # the raw text layer's paragraphs, for ``find``
-    captions: tuple[Caption, ...] = ()  # the figures and tables the raw text layer's captions print
-    equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages (from 0)
+    structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page, from 0
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)  # by converted page, from 0
     wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
@@ -3032,6 +3041,10 @@ class _PaperState:
     texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)  # ``_text``'s
 
     @property
+    def structured(self) -> bool:
+        return self.structure is not _NO_STRUCTURE
+
+    @property
     def size(self) -> int:
         """Bytes it holds: the PDF, the converted pages and the texts made of them."""
         return (len(self.pdf or b"") + sum(sys.getsizeof(page) for page in self.pages.values())
@@ -3039,7 +3052,7 @@ class _PaperState:
 
     def full_pages(self, max_pages: int) -> range:
         """The pages (from 0) of its full text: the first ``max_pages``."""
-        return range(min(self.page_count, max_pages))
+        return range(min(self.structure.page_count, max_pages))
 
 
 class Scheduler:
@@ -3140,33 +3153,21 @@ class Scheduler:
                 self.changed.notify_all()
 
     def _structure(self, state: _PaperState) -> None:
-        """Open the PDF once and read its structure: page count, outline and, from the raw text, the skim."""
+        """Open the PDF once and read its structure (``read_structure``); it stays open for its pages."""
+        doc = None
         try:
             with _PDF_LOCK:
                 doc = _open_pdf(state.pdf)
-                try:
-                    page_count = doc.page_count
-                    blocks = [_page_blocks(doc[number]) for number in range(min(page_count, _MAX_STRUCTURE_PAGES))]
-                    texts = ["".join(page) for page in blocks]
-                    if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
-                        raise ArxivError(_SCANNED)
-                    outline = _paper_outline(doc, len(texts))
-                except BaseException:
-                    doc.close()
-                    raise
-            skim, passages, captions = _skim(texts, outline, page_count), _passages(blocks), _captions(blocks)
-            equations = _equation_pages(texts)
+            structure = read_structure(doc)
         except Exception as error:
-            failure = error if isinstance(error, ArxivError) else ArxivError("The PDF could not be read.")
             if not isinstance(error, ArxivError):
                 log.warning("structure pass failed: %s", type(error).__name__)
             with self.changed:
-                state.text_error = failure
+                state.text_error = error if isinstance(error, ArxivError) else ArxivError("The PDF could not be read.")
+                state.doc = doc  # its next job closes it
             return
         with self.changed:
-            state.doc, state.page_count, state.outline, state.skim = doc, page_count, outline, skim
-            state.passages, state.captions, state.equations = passages, captions, equations
-            state.structured = True
+            state.doc, state.structure = doc, structure
 
     def _convert(self, state: _PaperState, number: int) -> None:
         """Convert one page of a paper."""
@@ -3185,7 +3186,7 @@ class Scheduler:
             listeners = list(state.listeners)
         for listener in listeners:
             with contextlib.suppress(Exception):  # a listener's failure must not fail the conversion
-                listener(len(state.pages), state.page_count, f"Converted page {number + 1} of {state.page_count}")
+                listener(len(state.pages), state.structure.page_count, f"Converted page {number + 1} of {state.structure.page_count}")
 
     def _close(self, state: _PaperState) -> None:
         """Close the PDF of a paper with no work left (it is opened again if pages are asked for)."""
@@ -3293,7 +3294,7 @@ class PaperLibrary:
                     pages = self._pages_needed(state, request)
                     if state.paper is not None and pages and all(page in state.pages for page in pages):
                         # The converted text ends a section later than the outline said: read on.
-                        state.read_on.update(next(([page] for page in range(max(pages), state.page_count)
+                        state.read_on.update(next(([page] for page in range(max(pages), state.structure.page_count)
                                                    if page not in state.pages), []))
                         self.scheduler.add(state)
                     remaining = None if until is None else until - time.monotonic()
@@ -3386,8 +3387,8 @@ class PaperLibrary:
         if any(visual.matches(r.kind, r.number) for regions in state.regions.values() for r in regions):
             return set()
         if visual.kind == "Equation":
-            return set(state.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES])
-        return {c.page - 1 for c in state.captions if visual.matches(c.kind, c.number)}
+            return set(state.structure.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES])
+        return {c.page - 1 for c in state.structure.captions if visual.matches(c.kind, c.number)}
 
     def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
         """The pages (from 0) that ``request``'s text needs (with ``changed`` held): none for passages,
@@ -3395,11 +3396,11 @@ class PaperLibrary:
         full = set(state.full_pages(self.settings.max_pages))
         if request.mode in (Mode.FIND, Mode.BIBTEX) or request.mode is Mode.SECTIONS and not request.sections:
             return set()
-        if request.mode is Mode.FULL or state.skim is None:
+        if request.mode is Mode.FULL or state.structure.skim is None:
             return full
         if request.mode is Mode.OVERVIEW:
             return set()
-        outline = [row.section for row in state.skim.sections]
+        outline = [row.section for row in state.structure.skim.sections]
         chosen = _select_sections(outline, request.sections)
         if isinstance(chosen, str):
             return set()  # the answer is the error that lists the outline's sections
@@ -3407,7 +3408,7 @@ class PaperLibrary:
         for section in chosen:
             index = outline.index(section)
             later = next((s for s in outline[index + 1:] if s.level <= section.level), None)
-            last = later.page if later is not None else state.page_count  # where the heading after it is
+            last = later.page if later is not None else state.structure.page_count  # where the heading after it is
             pages.update(range(section.page - 1, last)[:self.settings.max_pages])
         return pages
 
@@ -3421,35 +3422,35 @@ class PaperLibrary:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
         if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
             return None
-        visuals = dataclasses.replace(Reading(state.paper, None), captions=state.captions, pdf=state.pdf,
+        visuals = dataclasses.replace(Reading(state.paper, None), captions=state.structure.captions, pdf=state.pdf,
                                       regions=tuple(r for page in sorted(state.regions) for r in state.regions[page]))
         mode = request.mode
         if mode is Mode.FIND:  # the raw text answers it, with the outline's sections
-            return dataclasses.replace(visuals, overview=state.skim, passages=state.passages)
+            return dataclasses.replace(visuals, overview=state.structure.skim, passages=state.structure.passages)
         if mode is Mode.SECTIONS and not request.sections:  # figures, tables and equations: their pages are converted
-            return dataclasses.replace(visuals, overview=state.skim)
-        if mode is Mode.FULL or state.skim is None:
+            return dataclasses.replace(visuals, overview=state.structure.skim)
+        if mode is Mode.FULL or state.structure.skim is None:
             text = self._text(state, full=True)
             return dataclasses.replace(visuals, text=text, overview=overview_of(text) if mode is Mode.OVERVIEW else None)
         text = self._text(state, full=False)
         if mode is Mode.OVERVIEW:
-            return dataclasses.replace(visuals, text=text, overview=state.skim.refined(text))
+            return dataclasses.replace(visuals, text=text, overview=state.structure.skim.refined(text))
         chosen = _select_sections(text.sections, request.sections)
         if not isinstance(chosen, str) and not all(text.is_whole(section) for section in chosen) and \
-                len(state.pages) < state.page_count:
+                len(state.pages) < state.structure.page_count:
             return None
-        return dataclasses.replace(visuals, text=text, overview=state.skim)
+        return dataclasses.replace(visuals, text=text, overview=state.structure.skim)
 
     def _text(self, state: _PaperState, full: bool) -> PaperText:
         """The converted text: the full text's pages, or every converted page with the gaps left empty
         (the same text once every page is converted, and then made once)."""
         converted = len(state.pages)
         numbers = state.full_pages(self.settings.max_pages) if full else range(max(state.pages, default=-1) + 1)
-        complete = full or converted == state.page_count
+        complete = full or converted == state.structure.page_count
         key = (numbers.stop, complete)
         if (memo := state.texts.get(key)) is not None and memo[0] == converted:
             return memo[1]
-        pdf = PdfText(tuple(state.pages.get(number, "") for number in numbers), state.page_count, state.outline,
+        pdf = PdfText(tuple(state.pages.get(number, "") for number in numbers), state.structure.page_count, state.structure.outline,
                       frozenset(number + 1 for number in numbers if number not in state.pages))
         text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "", complete=complete)
         state.texts = {k: v for k, v in state.texts.items() if v[0] == converted}  # older texts are outdated
@@ -3466,7 +3467,7 @@ class PaperLibrary:
                              transient=True)
         note = (f"the conversion was still running at the {self.settings.deadline:g} s deadline (ARXIV_DEADLINE); "
                 "it goes on in the background: call again in a few seconds to read the text.")
-        return Reading(state.paper, None, note, transient=True, overview=state.skim)
+        return Reading(state.paper, None, note, transient=True, overview=state.structure.skim)
 
     def _evict(self) -> None:
         """Drop the least recently used idle papers past the cache's bounds (with ``changed`` held)."""

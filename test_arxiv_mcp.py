@@ -145,7 +145,7 @@ def convert_once():
     """pdf_to_markdown memoised for the session: real conversions, each done once."""
     real, memo = am.pdf_to_markdown, {}
 
-    def convert(data, *, max_pages=None, on_page=None, outline=None):
+    def convert(data, *, max_pages=None, outline=None):
         key = (hashlib.sha256(data).hexdigest(), max_pages)
         if key not in memo:
             try:
@@ -154,11 +154,7 @@ def convert_once():
                 memo[key] = error
         if isinstance(memo[key], am.ArxivError):
             raise memo[key]
-        text = memo[key] if outline is None else dataclasses.replace(memo[key], outline=tuple(outline))
-        for done in range(1, len(text.pages) + 1):  # replay the pages as they came
-            if on_page:
-                on_page(am.PdfText(text.pages[:done], text.page_count, text.outline), len(text.pages))
-        return text
+        return memo[key] if outline is None else dataclasses.replace(memo[key], outline=tuple(outline))
 
     return convert
 
@@ -1375,7 +1371,7 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     scheduler = am.Scheduler(lambda: 30, needed=lambda state: state.read_on)
-    states = [am._PaperState(f"2101.0000{n}", pdf=b"%PDF-", loading=False, structured=True, page_count=5)
+    states = [am._PaperState(f"2101.0000{n}", pdf=b"%PDF-", loading=False, structure=am.Structure(5))
               for n in range(1, 4)]
     for state in states:
         scheduler.touch(state)
@@ -2124,6 +2120,18 @@ def test_angle_brackets_and_sums_of_txfonts_are_recovered_by_glyph_name(converte
     assert am.glyph_text("summationdisplay") == "∑" and am.glyph_text("parenleftBigg") == "("
     assert am.glyph_text("angbracketrightbig") == "⟩" and am.glyph_text("productdisplay.1") == "∏"
     assert am.glyph_text("no-such-glyph") == ""
+
+
+@pytest.mark.parametrize("name", ["1111.2011v2", "0908.0054v1", "cond-mat_0406362v1", "2304.02623v1"])
+def test_pdf_to_markdown_gives_the_text_the_server_reads(env, monkeypatch, converted, name):
+    pdf, data = converted(name)  # pdf_to_markdown, every page
+    arxiv_id = name.replace("_", "/")
+    env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, data
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=100, deadline=600))
+    reading = env.library.read(arxiv_id, request=am.FULL)
+    assert reading.text.pages_converted == reading.text.page_count == pdf.page_count
+    assert reading.text == am.PaperText.from_pdf(pdf, reading.paper.title)  # the same Markdown and sections
+    assert reading.regions == pdf.regions
 
 
 @pytest.mark.parametrize("pdf", ["1111.2011v2", "cond-mat_0406362v1", "2203.00274v2", "0908.0054v1"])
