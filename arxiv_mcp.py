@@ -699,12 +699,27 @@ def _page_markdown(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
     return _repaired(doc[number], chunk["text"], chunk.get("page_boxes") or ())
 
 
+def convert_page(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
+    """One page (from 0) of an open PDF in clean Markdown (``_page_markdown``), with MuPDF's lock held
+    by the caller.  Never raises: a page that fails to convert becomes a note with its raw text layer,
+    marked ``fallback``, and costs only itself; the failure is logged (its traceback at debug level)."""
+    try:
+        return _page_markdown(doc, number)
+    except Exception as error:
+        log.warning("page %d could not be converted: %s", number + 1, type(error).__name__)
+        log.debug("details of the page's failure", exc_info=error)
+    raw = "".join(_guarded(f"the text layer of page {number + 1}", lambda: _page_blocks(doc[number]), []))
+    return PageMarkdown(f"*[Page {number + 1} could not be converted; its plain text follows.]*\n\n{raw.strip()}\n\n",
+                        fallback=True)
+
+
 def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
     """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page: the structure
     pass (``read_structure``), then each of the first ``max_pages`` pages (default:
-    ``SETTINGS.max_pages``) through ``_page_markdown``, as the server does.
+    ``SETTINGS.max_pages``) through ``convert_page``, as the server does.
 
-    No OCR and no page footers (page numbers).  MuPDF's lock is taken for one page at a time, so
+    No OCR and no page footers (page numbers); a page that fails to convert is its raw text with a
+    note.  MuPDF's lock is taken for one page at a time, so
     other threads' work goes between pages.  Raises ArxivError for corrupt, encrypted or empty PDFs
     and for PDFs without a text layer (scans).  Nothing is written to disk or stdout.
     """
@@ -713,7 +728,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
         structure = read_structure(doc)
         for number in range(min(structure.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))):
             with _PDF_LOCK:
-                pages.append(_page_markdown(doc, number))
+                pages.append(convert_page(doc, number))
     return PdfText(tuple(page.markdown for page in pages), structure.page_count, structure.outline,
                    regions=tuple(region for page in pages for region in page.regions))
 
@@ -1726,6 +1741,7 @@ class PageMarkdown:
 
     markdown: str
     regions: tuple[Region, ...] = ()
+    fallback: bool = False  # the conversion failed and this is the raw text layer: never keep it as the page's
 
 
 # The converter's markup that a clean text does without.
@@ -3078,7 +3094,7 @@ class Scheduler:
 
     def __init__(self, max_pages: Callable[[], int], needed: Callable[[_PaperState], set[int]],
                  downloading: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic):
-        self.convert_page = _page_markdown  # one page of an open PDF in Markdown, with its regions
+        self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
         self.changed = threading.Condition()
         self.max_pages = max_pages  # the full text's pages (the library's settings can change)
         self.needed = needed  # the pages (from 0) that a paper's waiting callers need
@@ -3126,17 +3142,17 @@ class Scheduler:
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
 
-    def _next_job(self) -> Callable[[], None] | None:
-        """The most urgent job of all papers, or None; papers with nothing left to do are dropped."""
+    def _next_job(self) -> tuple[_PaperState, Callable[[], None]] | None:
+        """The most urgent job of all papers, with its paper, or None; papers with nothing left to do are dropped."""
         jobs = []
         for state in list(self._papers):
             job = self._job_for(state)
             if job is not None:
-                jobs.append(job)
+                jobs.append((job[0], state, job[1]))
             elif not state.loading and (state.forgotten or state.text_error is not None or state.structured
                                         and all(page in state.pages for page in state.full_pages(self.max_pages()))):
                 self._papers.remove(state)
-        return min(jobs, key=lambda job: job[0])[1] if jobs else None
+        return min(jobs, key=lambda job: job[0])[1:] if jobs else None
 
     def _run(self) -> None:
         while True:
@@ -3145,10 +3161,13 @@ class Scheduler:
                     if not self.changed.wait(_IDLE_EXIT) and self._next_job() is None:
                         self._thread = None
                         return
+            state, action = job
             try:
-                job()
-            except Exception as error:  # the thread must go on for every other paper
+                action()
+            except Exception as error:  # never tried again: it costs its paper's text, and the thread goes on
                 _log_unexpected(error)
+                with self.changed:
+                    state.text_error = state.text_error or ArxivError("The PDF could not be read (an internal error).")
             with self.changed:
                 self.changed.notify_all()
 
@@ -3171,16 +3190,10 @@ class Scheduler:
 
     def _convert(self, state: _PaperState, number: int) -> None:
         """Convert one page of a paper."""
-        try:
-            with _PDF_LOCK:
-                if state.doc is None:
-                    state.doc = _open_pdf(state.pdf)
-                page = self.convert_page(state.doc, number)
-        except Exception as error:
-            log.warning("conversion failed: %s", type(error).__name__)
-            with self.changed:
-                state.text_error = ArxivError("The PDF could not be converted to text (it may be damaged).")
-            return
+        with _PDF_LOCK:
+            if state.doc is None:
+                state.doc = _open_pdf(state.pdf)
+            page = self.convert_page(state.doc, number)
         with self.changed:
             state.pages[number], state.regions[number] = page.markdown, page.regions
             listeners = list(state.listeners)
@@ -3191,9 +3204,9 @@ class Scheduler:
     def _close(self, state: _PaperState) -> None:
         """Close the PDF of a paper with no work left (it is opened again if pages are asked for)."""
         with _PDF_LOCK:
-            if state.doc is not None:
-                state.doc.close()
-                state.doc = None
+            doc, state.doc = state.doc, None  # a close that fails is not tried again
+            if doc is not None:
+                doc.close()
 
     @contextlib.contextmanager
     def request_turn(self, urgency: Callable[[], int], deadline: float | None = None) -> Iterator[None]:

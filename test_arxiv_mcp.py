@@ -166,9 +166,12 @@ def page_once():
 
     def convert(doc, number):
         key = (doc.page_count, number, hashlib.sha256(doc[number].get_text().encode()).hexdigest())
-        if key not in memo:
-            memo[key] = PAGE_MARKDOWN(doc, number)
-        return memo[key]
+        if key in memo:
+            return memo[key]
+        page = PAGE_MARKDOWN(doc, number)
+        if not page.fallback:  # a failed conversion is never kept as the page's
+            memo[key] = page
+        return page
 
     return convert
 
@@ -1549,6 +1552,55 @@ def test_every_corpus_paper_reads_the_same_twice(name, env, monkeypatch):
 # ---------------------------------------------------------------------------
 # Reading: failures degrade, leak nothing, and the next call works
 # ---------------------------------------------------------------------------
+
+
+def test_a_page_that_fails_to_convert_costs_only_that_page(env, monkeypatch, page_once, caplog):
+    def third_page_fails(doc, number):
+        if number == 2:
+            raise RuntimeError("a repair rule's bug")
+        return page_once(doc, number)
+
+    monkeypatch.setattr(am, "_page_markdown", third_page_fails)
+    caplog.set_level("DEBUG", logger="arxiv_mcp")
+    full = call(paper="1111.2011v2", section="full")
+    note = "*[Page 3 could not be converted; its plain text follows.]*"
+    assert full.count(note) == 1 and "The full text is unavailable" not in full
+    after = full.split(note, 1)[1]
+    assert "FIG. 1. Schematic depiction" in after[:6_000]  # page 3's raw text layer, its caption included
+    assert "## I Introduction" in full and "## V Discussion" in call(paper="1111.2011v2", section="V")
+    assert "page 3 could not be converted: RuntimeError" in caplog.text
+    assert any(record.exc_info and record.levelname == "DEBUG" for record in caplog.records)  # the traceback
+    assert "a repair rule's bug" not in call(paper="1111.2011v2")  # nor in any answer
+    pages = am.pdf_to_markdown(PDF_1111).pages  # the plain function: the same page in its place
+    assert pages[2].startswith(note) and not any(note in page for i, page in enumerate(pages) if i != 2)
+
+
+def test_a_failing_part_of_the_structure_pass_costs_only_that_part(env, monkeypatch, caplog):
+    monkeypatch.setattr(am, "_captions", lambda blocks: 1 / 0)
+    overview = call(paper="1111.2011v2")
+    assert "## Sections" in overview and "- **II.A Ordered Phase**" in overview
+    assert "Figure 1" not in overview  # the caption list alone is lost
+    assert "the captions failed: ZeroDivisionError" in caplog.text
+    found = call(paper="1111.2011v2", find='"Bethe lattice"')  # find still answers from the passages
+    assert re.search(r"^[0-9]+ passages match", found, re.M) and "**Bethe lattice**" in found
+
+
+def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkeypatch):
+    attempts = []
+
+    def broken(doc, number):  # outside the page's own guard: a bug in the scheduler's path
+        attempts.append(number)
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(env.library.scheduler, "convert_page", broken)
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=5))  # a job retried forever fails, not hangs
+    monkeypatch.setattr(env.library.limiter, "interval", 0)  # the deadline runs on the fake clock
+    answer = call(paper="1111.2011v2", section="full")
+    assert "The full text is unavailable: The PDF could not be read (an internal error)." in answer
+    wait_for(lambda: not env.library.scheduler.has_work(), what="the converter to stop")
+    assert attempts == [0]
+    assert "## Abstract" in call(paper="1111.2011v2")  # the metadata and abstract still answer
+
 
 
 @pytest.mark.parametrize("fault, message", [
