@@ -687,29 +687,36 @@ def _opened(data: bytes) -> Iterator["pymupdf.Document"]:
             doc.close()
 
 
-def _page_markdown(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
-    """One page (from 0) in clean Markdown, with its figures, tables and equations (``_repaired``), from
-    one conversion: pymupdf4llm's layout mode, no OCR, no page footer."""
+def _pdf_page(doc: "pymupdf.Document", page: int) -> "pymupdf.Page":
+    """Page ``page`` of an open PDF.  Pages count from 1 everywhere in this module, as a reader counts
+    them; this is the one place that turns a page into MuPDF's index (a Page then knows its own)."""
+    return doc[page - 1]
+
+
+def _page_markdown(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
+    """One page in clean Markdown, with its figures, tables and equations (``_repaired``), from one
+    conversion: pymupdf4llm's layout mode, no OCR, no page footer."""
     import pymupdf4llm
 
+    pdf_page = _pdf_page(doc, page)
     # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
     with contextlib.redirect_stdout(sys.stderr):
-        chunk = pymupdf4llm.to_markdown(doc, pages=[number], use_ocr=False, footer=False, show_progress=False,
-                                        page_chunks=True)[0]
-    return _repaired(doc[number], chunk["text"], chunk.get("page_boxes") or ())
+        chunk = pymupdf4llm.to_markdown(doc, pages=[pdf_page.number], use_ocr=False, footer=False,
+                                        show_progress=False, page_chunks=True)[0]
+    return _repaired(pdf_page, page, chunk["text"], chunk.get("page_boxes") or ())
 
 
-def convert_page(doc: "pymupdf.Document", number: int) -> "PageMarkdown":
-    """One page (from 0) of an open PDF in clean Markdown (``_page_markdown``), with MuPDF's lock held
+def convert_page(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
+    """One page of an open PDF in clean Markdown (``_page_markdown``), with MuPDF's lock held
     by the caller.  Never raises: a page that fails to convert becomes a note with its raw text layer,
     marked ``fallback``, and costs only itself; the failure is logged (its traceback at debug level)."""
     try:
-        return _page_markdown(doc, number)
+        return _page_markdown(doc, page)
     except Exception as error:
-        log.warning("page %d could not be converted: %s", number + 1, type(error).__name__)
+        log.warning("page %d could not be converted: %s", page, type(error).__name__)
         log.debug("details of the page's failure", exc_info=error)
-    raw = "".join(_guarded(f"the text layer of page {number + 1}", lambda: _page_blocks(doc[number]), []))
-    return PageMarkdown(f"*[Page {number + 1} could not be converted; its plain text follows.]*\n\n{raw.strip()}\n\n",
+    raw = "".join(_guarded(f"the text layer of page {page}", lambda: _page_blocks(_pdf_page(doc, page)), []))
+    return PageMarkdown(f"*[Page {page} could not be converted; its plain text follows.]*\n\n{raw.strip()}\n\n",
                         fallback=True)
 
 
@@ -726,9 +733,10 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
     pages: list[PageMarkdown] = []
     with _opened(data) as doc:
         structure = read_structure(doc)
-        for number in range(min(structure.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))):
+        last = min(structure.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
+        for page in range(1, last + 1):
             with _PDF_LOCK:
-                pages.append(convert_page(doc, number))
+                pages.append(convert_page(doc, page))
     return PdfText(tuple(page.markdown for page in pages), structure.page_count, structure.outline,
                    regions=tuple(region for page in pages for region in page.regions))
 
@@ -1280,7 +1288,7 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     numbering, no running headers), and a reference list without a heading
     becomes References.  Costs a few milliseconds a page.
     """
-    page_lines = [_page_lines(doc[number]) for number in range(pages)]
+    page_lines = [_page_lines(pdf_page) for pdf_page in itertools.islice(doc, pages)]
     sizes = Counter()
     for page in page_lines:
         for line in page:
@@ -1872,7 +1880,7 @@ def _equations(boxes: Sequence[_Box], page: int, glyphs: _PageGlyphs | None
     return found
 
 
-def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any]]) -> PageMarkdown:
+def _repaired(pdf_page: "pymupdf.Page", page: int, markdown: str, boxes: Sequence[dict[str, Any]]) -> PageMarkdown:
     """A converted page (pymupdf4llm's Markdown and its layout boxes, each with its ``pos`` range in the
     Markdown) made clean box by box, with its figures, tables and equations as Regions.
 
@@ -1880,12 +1888,11 @@ def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any
     picture keeps its text only when it is words, not axis ticks (``_picture_words``), an equation is
     one line with its number, page and text (``_equation_line``), and every other box is cleaned
     (``_clean_box``)."""
-    number = page.number + 1
     memo: list[_PageGlyphs] = []
 
     def glyphs() -> _PageGlyphs:
         if not memo:
-            memo.append(_PageGlyphs(page, per_character=_UNKNOWN_GLYPH in markdown))
+            memo.append(_PageGlyphs(pdf_page, per_character=_UNKNOWN_GLYPH in markdown))
         return memo[0]
 
     ranges = sorted((box["pos"] for box in boxes), key=lambda pos: pos[0])
@@ -1893,14 +1900,14 @@ def _repaired(page: "pymupdf.Page", markdown: str, boxes: Sequence[dict[str, Any
     found = [_Box(box["class"], tuple(box["bbox"]), markdown[box["pos"][0]:box["pos"][1]]) for box in ordered]
     replacement = {i: _picture_words(box.text) for i, box in enumerate(found) if box.kind == "picture"}
     regions: list[Region] = []
-    for region, members in _captioned(found, number):
+    for region, members in _captioned(found, page):
         regions.append(region)
         for i in members:
             if found[i].kind != "picture":
                 replacement[i] = _clean_box(found[i].text, found[i].bbox, glyphs)
         replacement[members[0]] = f"{_image_hint(region)}\n\n{replacement[members[0]]}".strip()
     formulas = any(box.kind == "formula" for box in found)
-    for group, members, approximate in _equations(found, number, glyphs() if formulas else None):
+    for group, members, approximate in _equations(found, page, glyphs() if formulas else None):
         regions.extend(group)
         for i in members:
             replacement[i] = _equation_line(group, approximate) if i == members[0] else ""
@@ -1920,11 +1927,11 @@ _EQUATION_REFERENCE = re.compile(r"(?:\b(?:eqs?|equations?|and|to|in|of|see)\.?|
 
 
 def _equation_pages(page_texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """The pages (from 0) where the raw text has a line that ends with an equation number, "(5)", by
+    """The pages where the raw text has a line that ends with an equation number, "(5)", by
     number: where to look for an equation before its page is converted.  A line that ends with a
     reference to it ("see Eq. (5)") does not count."""
     pages: dict[str, list[int]] = {}
-    for page, text in enumerate(page_texts):
+    for page, text in enumerate(page_texts, start=1):
         for line in text.splitlines():
             if (m := _EQUATION_NUMBER.search(line)) and not _EQUATION_REFERENCE.search(line[:m.start()]):
                 if page not in (found := pages.setdefault(m["number"].upper(), [])):
@@ -1946,7 +1953,7 @@ class Structure:
     skim: Overview | None = None
     passages: tuple[Passage, ...] = ()
     captions: tuple[Caption, ...] = ()
-    equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages (from 0)
+    equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages
 
 
 def _guarded(part: str, make: Callable[[], Any], empty: Any) -> Any:
@@ -1966,8 +1973,8 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
     and logged.  Raises ArxivError for a PDF without a text layer (a scan)."""
     with _PDF_LOCK:
         page_count = doc.page_count
-        blocks = [_guarded(f"the text layer of page {number + 1}", lambda: _page_blocks(doc[number]), [])
-                  for number in range(min(page_count, max_pages or _MAX_STRUCTURE_PAGES))]
+        blocks = [_guarded(f"the text layer of page {page}", lambda: _page_blocks(pdf_page), [])
+                  for page, pdf_page in enumerate(itertools.islice(doc, max_pages or _MAX_STRUCTURE_PAGES), start=1)]
         outline = _guarded("the outline", lambda: _paper_outline(doc, len(blocks)), ())
     texts = ["".join(page) for page in blocks]
     if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
@@ -2090,7 +2097,7 @@ def render_image(pdf: bytes, page: int, bbox: Sequence[float] | None = None, *, 
         try:
             if not 1 <= page <= doc.page_count:
                 raise ArxivError(f"The PDF has no page {page} (it has {doc.page_count}).")
-            target = doc[page - 1]
+            target = _pdf_page(doc, page)
             margin = _REGION_MARGIN
             clip = target.rect if bbox is None else \
                 (pymupdf.Rect(bbox) + (-margin, -margin, margin, margin)) & target.rect
@@ -3046,10 +3053,10 @@ class _PaperState:
     text_error: ArxivError | None = None  # the text cannot be had (the PDF failed); the metadata stays
     loading: bool = True  # its download thread (the PDF, then the metadata) is running
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
-    pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page, from 0
-    regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)  # by converted page, from 0
+    pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
+    regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)  # by converted page
     wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)  # what waiting callers asked for
-    read_on: set[int] = dataclasses.field(default_factory=set)  # pages (from 0) a section runs on to
+    read_on: set[int] = dataclasses.field(default_factory=set)  # pages a section runs on to
     waiting: int = 0  # callers waiting on it
     listeners: list[Progress] = dataclasses.field(default_factory=list)
     doc: Any = None  # the open PDF while it has pages to convert
@@ -3067,8 +3074,8 @@ class _PaperState:
                 + sum(sys.getsizeof(text.markdown) for _, text in self.texts.values()))
 
     def full_pages(self, max_pages: int) -> range:
-        """The pages (from 0) of its full text: the first ``max_pages``."""
-        return range(min(self.structure.page_count, max_pages))
+        """The pages of its full text: the first ``max_pages``."""
+        return range(1, min(self.structure.page_count, max_pages) + 1)
 
 
 class Scheduler:
@@ -3097,7 +3104,7 @@ class Scheduler:
         self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
         self.changed = threading.Condition()
         self.max_pages = max_pages  # the full text's pages (the library's settings can change)
-        self.needed = needed  # the pages (from 0) that a paper's waiting callers need
+        self.needed = needed  # the pages that a paper's waiting callers need
         self.downloading = downloading  # whether a caller waits for a PDF still downloading
         self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
@@ -3188,18 +3195,18 @@ class Scheduler:
         with self.changed:
             state.doc, state.structure = doc, structure
 
-    def _convert(self, state: _PaperState, number: int) -> None:
+    def _convert(self, state: _PaperState, page: int) -> None:
         """Convert one page of a paper."""
         with _PDF_LOCK:
             if state.doc is None:
                 state.doc = _open_pdf(state.pdf)
-            page = self.convert_page(state.doc, number)
+            converted = self.convert_page(state.doc, page)
         with self.changed:
-            state.pages[number], state.regions[number] = page.markdown, page.regions
-            listeners = list(state.listeners)
+            state.pages[page], state.regions[page] = converted.markdown, converted.regions
+            listeners, count = list(state.listeners), state.structure.page_count
         for listener in listeners:
             with contextlib.suppress(Exception):  # a listener's failure must not fail the conversion
-                listener(len(state.pages), state.structure.page_count, f"Converted page {number + 1} of {state.structure.page_count}")
+                listener(len(state.pages), count, f"Converted page {page} of {count}")
 
     def _close(self, state: _PaperState) -> None:
         """Close the PDF of a paper with no work left (it is opened again if pages are asked for)."""
@@ -3307,7 +3314,7 @@ class PaperLibrary:
                     pages = self._pages_needed(state, request)
                     if state.paper is not None and pages and all(page in state.pages for page in pages):
                         # The converted text ends a section later than the outline said: read on.
-                        state.read_on.update(next(([page] for page in range(max(pages), state.structure.page_count)
+                        state.read_on.update(next(([page] for page in range(max(pages), state.structure.page_count + 1)
                                                    if page not in state.pages), []))
                         self.scheduler.add(state)
                     remaining = None if until is None else until - time.monotonic()
@@ -3385,26 +3392,26 @@ class PaperLibrary:
                    for state in self._states.values())
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
-        """The pages (from 0) that the paper's waiting callers need (with ``changed`` held)."""
+        """The pages that the paper's waiting callers need (with ``changed`` held)."""
         return set().union(state.read_on, *(self._pages_needed(state, request) for request in state.wants))
 
     def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages (from 0) still to convert for ``request`` (with ``changed`` held)."""
+        """The pages still to convert for ``request`` (with ``changed`` held)."""
         if not state.structured or state.text_error is not None:
             return set()
         pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
         return pages | self._section_pages(state, request)
 
     def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
-        """The pages (from 0) where a figure, table or equation is, or may be (with ``changed`` held)."""
+        """The pages where a figure, table or equation is, or may be (with ``changed`` held)."""
         if any(visual.matches(r.kind, r.number) for regions in state.regions.values() for r in regions):
             return set()
         if visual.kind == "Equation":
             return set(state.structure.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES])
-        return {c.page - 1 for c in state.structure.captions if visual.matches(c.kind, c.number)}
+        return {c.page for c in state.structure.captions if visual.matches(c.kind, c.number)}
 
     def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages (from 0) that ``request``'s text needs (with ``changed`` held): none for passages,
+        """The pages that ``request``'s text needs (with ``changed`` held): none for passages,
         figures alone or the outline's overview; the full text's without an outline."""
         full = set(state.full_pages(self.settings.max_pages))
         if request.mode in (Mode.FIND, Mode.BIBTEX) or request.mode is Mode.SECTIONS and not request.sections:
@@ -3422,7 +3429,7 @@ class PaperLibrary:
             index = outline.index(section)
             later = next((s for s in outline[index + 1:] if s.level <= section.level), None)
             last = later.page if later is not None else state.structure.page_count  # where the heading after it is
-            pages.update(range(section.page - 1, last)[:self.settings.max_pages])
+            pages.update(range(max(1, section.page), last + 1)[:self.settings.max_pages])
         return pages
 
     def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
@@ -3458,13 +3465,13 @@ class PaperLibrary:
         """The converted text: the full text's pages, or every converted page with the gaps left empty
         (the same text once every page is converted, and then made once)."""
         converted = len(state.pages)
-        numbers = state.full_pages(self.settings.max_pages) if full else range(max(state.pages, default=-1) + 1)
+        numbers = state.full_pages(self.settings.max_pages) if full else range(1, max(state.pages, default=0) + 1)
         complete = full or converted == state.structure.page_count
         key = (numbers.stop, complete)
         if (memo := state.texts.get(key)) is not None and memo[0] == converted:
             return memo[1]
-        pdf = PdfText(tuple(state.pages.get(number, "") for number in numbers), state.structure.page_count, state.structure.outline,
-                      frozenset(number + 1 for number in numbers if number not in state.pages))
+        pdf = PdfText(tuple(state.pages.get(page, "") for page in numbers), state.structure.page_count,
+                      state.structure.outline, frozenset(page for page in numbers if page not in state.pages))
         text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "", complete=complete)
         state.texts = {k: v for k, v in state.texts.items() if v[0] == converted}  # older texts are outdated
         state.texts[key] = (converted, text)

@@ -164,14 +164,14 @@ def page_once():
     """The library's page converter memoised for the session by the page's text layer: each page converted once."""
     memo = {}
 
-    def convert(doc, number):
-        key = (doc.page_count, number, hashlib.sha256(doc[number].get_text().encode()).hexdigest())
+    def convert(doc, page):
+        key = (doc.page_count, page, hashlib.sha256(am._pdf_page(doc, page).get_text().encode()).hexdigest())
         if key in memo:
             return memo[key]
-        page = PAGE_MARKDOWN(doc, number)
-        if not page.fallback:  # a failed conversion is never kept as the page's
-            memo[key] = page
-        return page
+        converted = PAGE_MARKDOWN(doc, page)
+        if not converted.fallback:  # a failed conversion is never kept as the page's
+            memo[key] = converted
+        return converted
 
     return convert
 
@@ -1260,10 +1260,10 @@ def paced_conversion(monkeypatch, env, page_once):
     ``delivered`` lists the pages (from 1) in the order they were converted."""
     step, delivered = threading.Semaphore(0), []
 
-    def convert(doc, number):
+    def convert(doc, page):
         step.acquire(timeout=10)
-        delivered.append(number + 1)
-        return page_once(doc, number)
+        delivered.append(page)
+        return page_once(doc, page)
 
     monkeypatch.setattr(env.library.scheduler, "convert_page", convert)  # this library's only
     env.teardown.append(lambda: [step.release() for _ in range(1_000)])
@@ -1381,7 +1381,7 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     jobs = [scheduler._job_for(state) for state in states]
     assert jobs[0] is None, "the oldest paper waits until it is asked again"
     assert jobs[2][0] < jobs[1][0], "the newest first"
-    states[0].read_on.add(3)  # a caller waits for page 4 of the oldest paper
+    states[0].read_on.add(4)  # a caller waits for page 4 of the oldest paper
     assert scheduler._job_for(states[0])[0] < jobs[2][0]
     scheduler.downloading = lambda: True  # a caller waits for a download: no background page is begun
     assert scheduler._job_for(states[2]) is None and scheduler._job_for(states[0]) is not None
@@ -1472,9 +1472,9 @@ def test_without_outline_or_headings_the_overview_waits_for_the_text():
 def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_once):
     release = threading.Event()
 
-    def slow_convert(doc, number):
+    def slow_convert(doc, page):
         release.wait(10)
-        return page_once(doc, number)
+        return page_once(doc, page)
 
     monkeypatch.setattr(env.library.scheduler, "convert_page", slow_convert)
     monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))  # metadata arrives well before
@@ -1555,10 +1555,10 @@ def test_every_corpus_paper_reads_the_same_twice(name, env, monkeypatch):
 
 
 def test_a_page_that_fails_to_convert_costs_only_that_page(env, monkeypatch, page_once, caplog):
-    def third_page_fails(doc, number):
-        if number == 2:
+    def third_page_fails(doc, page):
+        if page == 3:
             raise RuntimeError("a repair rule's bug")
-        return page_once(doc, number)
+        return page_once(doc, page)
 
     monkeypatch.setattr(am, "_page_markdown", third_page_fails)
     caplog.set_level("DEBUG", logger="arxiv_mcp")
@@ -1588,8 +1588,8 @@ def test_a_failing_part_of_the_structure_pass_costs_only_that_part(env, monkeypa
 def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkeypatch):
     attempts = []
 
-    def broken(doc, number):  # outside the page's own guard: a bug in the scheduler's path
-        attempts.append(number)
+    def broken(doc, page):  # outside the page's own guard: a bug in the scheduler's path
+        attempts.append(page)
         raise RuntimeError("bug")
 
     monkeypatch.setattr(env.library.scheduler, "convert_page", broken)
@@ -1598,7 +1598,7 @@ def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkey
     answer = call(paper="1111.2011v2", section="full")
     assert "The full text is unavailable: The PDF could not be read (an internal error)." in answer
     wait_for(lambda: not env.library.scheduler.has_work(), what="the converter to stop")
-    assert attempts == [0]
+    assert attempts == [1]
     assert "## Abstract" in call(paper="1111.2011v2")  # the metadata and abstract still answer
 
 
@@ -2096,7 +2096,7 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
     assert len(image.data) <= am._IMAGE_BYTES
     label = f"**{am._visual_label(kind, number)}** (p. {page}"
     assert label in answer.text
-    region = next(r for r in env.library._states["1111.2011v2"].regions[page - 1] if r.number == number
+    region = next(r for r in env.library._states["1111.2011v2"].regions[page] if r.number == number
                   and r.kind == kind)
     width, height = region.bbox[2] - region.bbox[0], region.bbox[3] - region.bbox[1]
     assert abs(image.width - (width + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2  # that region, at 150 dpi
