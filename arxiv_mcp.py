@@ -1367,6 +1367,7 @@ class SectionSummary:
     section: Section
     sentence: str  # its first sentence, shortened; "" for a reference list
     estimated: bool = False  # its size is measured on the raw text layer, not on the converted text
+    note: str = ""  # a short fact the row keeps however the list shrinks: a reference list's entries and ids
 
 
 @dataclass(frozen=True)
@@ -1411,9 +1412,9 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
 def _overview(text: str, sections: Sequence[Section], page_count: int, pages: int,
               estimated: bool = False) -> Overview:
     """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
-    rows = tuple(SectionSummary(section, _references_summary(text[section.start:section.end])
-                                if _name_role(section.title) == "references" else
-                                _first_sentence(text[section.start:section.end], section.label), estimated)
+    rows = tuple(SectionSummary(section, "", estimated, _references_summary(text[section.start:section.end]))
+                 if _name_role(section.title) == REFERENCES else
+                 SectionSummary(section, _first_sentence(text[section.start:section.end], section.label), estimated)
                  for section in sections)
 
     def where(offset: int) -> Section | None:
@@ -1437,22 +1438,38 @@ class Passage:
 
 _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
                             "\ufb05": "st", "\ufb06": "st"})  # U+FB00-FB06 only: NFKC would also turn ² into 2
+# TeX sets an accent as a glyph of its own beside its letter; the text layer gives the spacing form
+# ("Kl¨umper", "Teˇsanovi´c").  Each spacing accent and the combining accent it stands for.  Never the
+# backtick, which is Markdown's code mark.
+_SPACING_ACCENTS = {"¨": "\u0308", "´": "\u0301", "ˆ": "\u0302", "˜": "\u0303", "ˇ": "\u030c", "¸": "\u0327",
+                    "˘": "\u0306", "˚": "\u030a", "ˋ": "\u0300"}
+_ACCENT_THEN_LETTER = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
+_LETTER_THEN_ACCENT = re.compile(f"([^\\W\\d_])([{''.join(_SPACING_ACCENTS)}])(?![^\\W\\d_])")  # at a word's end
+
+
+def _spelt(text: str) -> str:
+    """Text as it is spelt: ligatures spelt out, and each spacing accent composed with the letter after
+    it (``Kl¨umper`` → ``Klümper``), or with the one before it at the end of a word (``Tesanovic´``)."""
+    def composed(letter: str, accent: str) -> str:
+        return unicodedata.normalize("NFC", letter + _SPACING_ACCENTS[accent])
+
+    text = _ACCENT_THEN_LETTER.sub(lambda m: composed(m[2], m[1]), text.translate(_LIGATURES))
+    return _LETTER_THEN_ACCENT.sub(lambda m: composed(m[1], m[2]), text)
 
 
 def _clean_passage(text: str) -> str:
-    """Raw text on one line: ligatures spelt out, words hyphenated at a line end joined."""
-    text = re.sub(r"(?<=[^\W\d_])-\n(?=[a-z])", "", text.translate(_LIGATURES))
-    return " ".join(text.split())
+    """Raw text on one line (already ``_spelt``), words hyphenated at a line end joined."""
+    return " ".join(re.sub(r"(?<=[^\W\d_])-\n(?=[a-z])", "", text).split())
 
 
 def _page_blocks(page: "pymupdf.Page") -> list[str]:
     """The texts of a page's text blocks, in the text layer's order: joined, they are its raw text.
-    Ligatures are spelt out; a glyph without a Unicode mapping is left out (MuPDF's default would give its
+    Their text is ``_spelt``; a glyph without a Unicode mapping is left out (MuPDF's default would give its
     code as a letter: CMEX's ∑ as "X"); the converted text recovers those by name (``_PageGlyphs``)."""
     import pymupdf
 
     flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
-    return [block[4].translate(_LIGATURES).replace(_UNKNOWN_GLYPH, "")
+    return [_spelt(block[4]).replace(_UNKNOWN_GLYPH, "")
             for block in page.get_text("blocks", flags=flags) if block[6] == 0]
 
 
@@ -1775,7 +1792,7 @@ def _clean_box(text: str, bbox: Sequence[float], glyphs: Callable[[], _PageGlyph
     """A layout box's Markdown without converter debris: ligatures spelt out (U+FB00-FB06 only: NFKC would
     turn ² into 2), glyphs without Unicode recovered by name or left out, struck-through glyphs unstruck,
     and text the converter raised into a superscript put back on its line with the PDF's spaces."""
-    text = _STRUCK.sub(r"\1", text.translate(_LIGATURES)).replace("</sup><sup>", "")  # one raised run
+    text = _STRUCK.sub(r"\1", _spelt(text)).replace("</sup><sup>", "")  # one raised run
     if _UNKNOWN_GLYPH in text:
         recovered = glyphs().recovered(bbox)
         if len(recovered) == text.count(_UNKNOWN_GLYPH):
@@ -1919,7 +1936,7 @@ def _repaired(pdf_page: "pymupdf.Page", page: int, markdown: str, boxes: Sequenc
         parts.append(f"\n\n{replacement[i]}\n\n" if i in replacement else _clean_box(box.text, box.bbox, glyphs))
         position = end
     parts.append(markdown[position:])
-    text = re.sub(r"\n{3,}", "\n\n", "".join(parts).replace(_UNKNOWN_GLYPH, "").translate(_LIGATURES))
+    text = re.sub(r"\n{3,}", "\n\n", _spelt("".join(parts).replace(_UNKNOWN_GLYPH, "")))
     return PageMarkdown(text, tuple(regions))
 
 
@@ -2458,7 +2475,8 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
     4,000 characters, and never above 8,000, it shrinks in this order: the
     authors' affiliations go, then the subsections' first sentences, the
     captions shorten, all first sentences go, the captions become one line of
-    labels, and last the list is cut.
+    labels, and last the list is cut.  A row's note (a reference list's entries)
+    stays until the cut.
     """
     if overview is None:
         return f"{format_metadata(paper)}\n\n## Sections\nThe full text is unavailable: {text_error}"
@@ -2481,8 +2499,8 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
         for row in overview.sections:
             section = row.section
             line = f"{'  ' * (section.level - 1)}- **{section.label}** ({_size(section.chars, row.estimated)})"
-            if section.level <= sentences_to_level and row.sentence:
-                line += f": {row.sentence}"
+            if row.note or section.level <= sentences_to_level and row.sentence:
+                line += f": {row.note or row.sentence}"
             rows.append(line)
         return "\n".join(rows)
 
@@ -2672,11 +2690,19 @@ def _matches_in(passage: Passage, terms: Sequence[re.Pattern[str]]) -> list[tupl
 
 
 def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """``text`` (a window of a passage) with its matches in bold, around the first one."""
+    """``text`` (a window of a passage) with its matches in bold, around the first one; matches that
+    only white space parts are one bold run (``**Drude weight**``: fewer marks, and the phrase stays
+    findable in the answer)."""
     start = max(0, spans[0][0] - _PASSAGE_WINDOW // 3)
     end = min(len(text), start + _PASSAGE_WINDOW)
-    out, position = [], start
+    runs: list[tuple[int, int]] = []
     for left, right in spans:
+        if runs and runs[-1][1] <= left and not text[runs[-1][1]:left].strip():
+            runs[-1] = (runs[-1][0], right)
+        else:
+            runs.append((left, right))
+    out, position = [], start
+    for left, right in runs:
         if left < position or right > end:
             continue
         out += [text[position:left], f"**{text[left:right]}**"]

@@ -1034,7 +1034,7 @@ def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypa
     document = call(paper="1111.2011v2", section="full")
     assert len(document) <= 10_500
     shown, note = document.rsplit("\n\n", 1)
-    assert re.fullmatch(r"\[Truncated: showed [0-9,]+ of 44,470 characters \(ARXIV_MAX_CHARS\)\. The cut fell in "
+    assert re.fullmatch(r"\[Truncated: showed [0-9,]+ of 44,458 characters \(ARXIV_MAX_CHARS\)\. The cut fell in "
                         r'section "I Introduction"; continue with section="I" and the sections after it '
                         r'\(next: "II"\)\. Source: https://arxiv\.org/pdf/1111\.2011v2\]', note), note
     last_paragraph = shown.rstrip().rsplit("\n\n", 1)[1]
@@ -1103,6 +1103,8 @@ def test_find_words_and_a_section(env, transport_paper):
     answer = call(paper=transport_paper, find="bosonization umklapp")  # both words, anywhere in the passage
     assert answer.splitlines()[1] == "2 passages match; all shown, most matches first."
     assert found_passages(answer) == [("I INTRODUCTION", 1), ("I INTRODUCTION", 2)]
+    run = call(paper=transport_paper, find="drude weight")  # two words side by side: one bold run
+    assert "**Drude weight**" in run and "**Drude** **weight**" not in run
     only = call(paper=transport_paper, find='"Drude weight"', section="IV.B")
     assert only.splitlines()[1] == '19 passages in section "IV.B" match; the 8 with the most matches first.'
     assert len(found_passages(only)) == 8 and {label for label, _ in found_passages(only)} <= {
@@ -1129,6 +1131,15 @@ def test_find_answers_from_the_raw_text_before_any_page_is_converted(env, monkey
         step.release()
 
 
+def test_spacing_accents_are_composed_with_their_letters_in_the_raw_and_the_converted_text(env, transport_paper):
+    found = call(paper=transport_paper, find="Klumper")  # the raw text layer
+    assert "**Klümper**" in found and "¨" not in found
+    assert am._spelt("Teˇsanovi´c, Fran¸cois, Kl¨umper, Tesanovic´ and `code` ´") == (
+        "Tešanović, François, Klümper, Tesanović and `code` ´")
+    first_page = call(paper="1111.2011v2", section="full").split("## I Introduction")[0]  # the converted text
+    assert "Tešanović" in first_page and "ˇ" not in first_page and "´" not in first_page
+
+
 def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_paper):
     answer = call(paper=transport_paper, find="qwertyzzz")
     assert answer.startswith("No passage of this paper matches `qwertyzzz`. Its sections: \"I\" INTRODUCTION,")
@@ -1136,7 +1147,7 @@ def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_
 
 
 def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
-    passage = am.Passage(3, 0, am._clean_passage("The Dru-\nde weight of the Klümper\nmodel and the ﬁeld"))
+    passage = am.Passage(3, 0, am._clean_passage(am._spelt("The Dru-\nde weight of the Kl¨umper\nmodel and the ﬁeld")))
     assert passage.text == "The Drude weight of the Klümper model and the field"
     for query in ['"drude weight"', "KLUMPER field", '"klumper model"']:
         spans = am._matches_in(passage, am._find_terms(query))
@@ -1198,6 +1209,14 @@ def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_
     env.library.settings = monkeypatch_settings
     cut = call(paper="2304.02623v1", section="references")
     assert len(cut) <= 3_000 and "[Truncated:" in cut and cut.endswith("2301.13848, 1909.08593")
+
+
+def test_a_shrunk_overview_keeps_the_reference_lists_count():
+    skim = am.skim_pdf(pdf_path("2206.10883v3").read_bytes())  # 28 sections: the first sentences go to fit
+    overview = am.format_overview(am.parse_feed(ATOM_1111).papers[0], skim)
+    assert not re.search(r"^- \*\*[0-9] .*tokens\): \w", overview, re.M), "shrunk: no first sentence is left"
+    assert re.search(r"^- \*\*References\*\* \(≈[0-9,]+ chars, ~[0-9,]+ tokens\): 64 entries, 31 with an arXiv id$",
+                     overview, re.M)
 
 
 def bibtex_entries(answer):
