@@ -1409,6 +1409,12 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
     return sentence
 
 
+def _section_at(sections: Sequence[Section], offset: int, *, by_page: bool = False) -> Section | None:
+    """The section of ``sections`` (in reading order) that holds ``offset`` in their text, the innermost:
+    the last to start at or before it; None before the first.  ``by_page``: that holds page ``offset``."""
+    return next((s for s in reversed(sections) if (s.page if by_page else s.start) <= offset), None)
+
+
 def _overview(text: str, sections: Sequence[Section], page_count: int, pages: int,
               estimated: bool = False) -> Overview:
     """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
@@ -1417,13 +1423,11 @@ def _overview(text: str, sections: Sequence[Section], page_count: int, pages: in
                  SectionSummary(section, _first_sentence(text[section.start:section.end], section.label), estimated)
                  for section in sections)
 
-    def where(offset: int) -> Section | None:
-        return next((section for section in reversed(sections) if section.start <= offset), None)
-
     # Links in the reference list are other works' code, not this paper's.
     links = tuple((url, section.label if section else "the front matter")
                   for offset, url in repository_links(text, limit=None)
-                  if not ((section := where(offset)) and _name_role(section.title) == "references"))[:_MAX_LINKS]
+                  if not ((section := _section_at(sections, offset)) and _name_role(section.title) == REFERENCES)
+                  )[:_MAX_LINKS]
     return Overview(page_count, pages, len(text), rows, links, estimated)
 
 
@@ -2448,11 +2452,6 @@ class PaperText:
         later = next((s for s in self.sections[index + 1:] if s.level <= section.level), None)
         return later is not None and not any(page in self.missing for page in range(section.page, later.page + 1))
 
-    def section_at(self, offset: int) -> Section | None:
-        """The innermost section containing ``offset``."""
-        containing = [s for s in self.sections if s.start <= offset < s.end]
-        return max(containing, key=lambda s: s.level, default=None)
-
     @property
     def page_note(self) -> str:
         if self.pages_converted < self.page_count:
@@ -2522,7 +2521,7 @@ def _truncation_note(shown: int, total: int, source: str, text: PaperText | None
                      cut_offset: int | None = None) -> str:
     note = f"[Truncated: showed {_thousands(shown)} of {_thousands(total)} characters (ARXIV_MAX_CHARS)."
     if text is not None and cut_offset is not None:
-        section = text.section_at(cut_offset)
+        section = _section_at(text.sections, cut_offset)
         if section is not None:
             later = [s for s in text.sections if s.start > section.start and s.level == 1]
             note += (f' The cut fell in section "{section.label}"; '
@@ -2727,9 +2726,6 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
             return f"{ERROR} {chosen}"
         passages = [p for p in passages if any(s.start <= p.offset < s.end for s in chosen)]
 
-    def section_of(passage: Passage) -> Section | None:
-        return next((s for s in reversed(sections) if s.start <= passage.offset), None)
-
     found = [(len(spans), passage, spans) for passage in passages if (spans := _matches_in(passage, terms))]
     where = f' in section "{", ".join(within)}"' if within else ""
     if not found:
@@ -2739,7 +2735,7 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
     lines = [f"# {_quote_input(query)} in {paper.title} (arXiv:{paper.arxiv_id})", ""]
     shown = 0
     for count, passage, spans in best[:_FIND_PASSAGES]:
-        section = section_of(passage)
+        section = _section_at(sections, passage.offset)
         entry = (f"{shown + 1}. **{section.label if section else 'front matter'}**, p. {passage.page} "
                  f"({count} match{'es' if count > 1 else ''}): {_bolded(passage.text, spans)}")
         if shown and sum(map(len, lines)) + len(entry) > _FIND_CHARS:
@@ -2750,7 +2746,7 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
     summary += f"the {shown} with the most matches first." if shown < len(found) else "all shown, most matches first."
     lines.insert(1, summary)
     if shown < len(found) and sections:
-        richest = Counter(s.label for _, p, _ in found if (s := section_of(p)))
+        richest = Counter(s.label for _, p, _ in found if (s := _section_at(sections, p.offset)))
         if richest:
             label, count = richest.most_common(1)[0]
             section = next(s for s in sections if s.label == label)
@@ -2774,12 +2770,6 @@ def _caption_rows(captions: Sequence[Caption], width: int) -> str:
 
 _SEE_VISUALS = ('See one as an image with `section="figure 2"` (or "table I", "equation 5"; several: '
                 '`"figure 1, figure 2"`).')
-
-
-def _section_of(overview: Overview | None, page: int) -> str:
-    """The label of the section a page is in, by the outline's pages, or ""."""
-    rows = [row.section for row in overview.sections] if overview else []
-    return next((s.label for s in reversed(rows) if s.page <= page), "")
 
 
 def _available(reading: "Reading") -> str:
@@ -2818,7 +2808,9 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
             continue
         used += len(image.data)
         images.append(image)
-        where = f"p. {page}" + (f', section "{section}"' if (section := _section_of(reading.overview, page)) else "")
+        rows = [row.section for row in reading.overview.sections] if reading.overview else []
+        where = f"p. {page}" + (f', section "{section.label}"' if (section := _section_at(rows, page, by_page=True))
+                                 else "")
         size = f"image {image.width}×{image.height} px"
         if region is None:
             size += "; the layout found no region next to its caption, so this is the whole page"

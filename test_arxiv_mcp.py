@@ -8,7 +8,6 @@ import email.message
 import email.utils
 import dataclasses
 import hashlib
-import http.server
 import io
 import json
 import os
@@ -31,6 +30,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 import arxiv_mcp as am
+from bench_arxiv_mcp import ATOM_ENTRY, corpus_answer, debris, serve
 
 HERE = Path(__file__).parent
 DATA = HERE / "testdata"
@@ -2333,95 +2333,6 @@ def test_an_image_answer_through_the_server_has_text_and_image_blocks(env):
 # ---------------------------------------------------------------------------
 # End to end: the real server process, the SDK's own client, a loopback arXiv
 # ---------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------
-# A loopback stand-in for arXiv, for the end-to-end tests and the benchmark
-# ---------------------------------------------------------------------------
-
-ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
-<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" xmlns:arxiv="http://arxiv.org/schemas/atom"
-      xmlns="http://www.w3.org/2005/Atom">
-  <opensearch:totalResults>1</opensearch:totalResults>
-  <opensearch:startIndex>0</opensearch:startIndex>
-  <entry>
-    <id>http://arxiv.org/abs/{id}</id>
-    <title>Benchmark paper {id}</title>
-    <updated>2020-01-01T00:00:00Z</updated>
-    <published>2020-01-01T00:00:00Z</published>
-    <summary>Abstract of {id}.</summary>
-    <author><name>A. Author</name></author>
-    <category term="cs.CL" scheme="http://arxiv.org/schemas/atom"/>
-    <arxiv:primary_category term="cs.CL"/>
-  </entry>
-</feed>
-"""
-
-
-Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
-
-
-def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServer:
-    """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
-    gives (body, content type), or None for a 404.  The benchmark uses it too."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            time.sleep(latency)
-            parts = urllib.parse.urlsplit(self.path)
-            found = answer(parts.path, urllib.parse.parse_qs(parts.query))
-            if found is None:
-                self.send_error(404)
-                return
-            body, kind = found
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-# What a clean text never holds (issue 12): the rules that the tests apply to the small PDFs of testdata/ and
-# that `bench_arxiv_mcp.py --check` applies to the whole corpus.
-DEBRIS = {
-    "U+FFFD": re.compile("\ufffd"),
-    "ligature code point": re.compile("[\ufb00-\ufb06]"),
-    "picture-text markup": re.compile(r"<!-- (?:Start|End) of picture text|^(?!\|).*<br>", re.M),
-    "struck-through glyph": re.compile(r"~~"),
-    # over 12 characters besides emphasis marks, 5 of them letters: no exponent or citation mark is that long
-    "superscript of glued words": re.compile(r"<sup>(?=(?:[^<]*?[^\W\d_]){5})(?:[*_]*[^<*_]){13,}[*_]*</sup>"),
-}
-
-
-def debris(text: str) -> dict[str, list[str]]:
-    """The DEBRIS in a text, by rule: the places (with a little context) where each rule matches.
-    Superscripts side by side count as one (the converter splits a raised run of words)."""
-    text = text.replace("</sup><sup>", "")
-    return {rule: [text[max(0, m.start() - 30):m.end() + 30] for m in pattern.finditer(text)]
-            for rule, pattern in DEBRIS.items() if pattern.search(text)}
-
-
-def corpus_answer(pdfs: dict[str, bytes]) -> Answer:
-    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID; any search finds the
-    first paper."""
-
-    def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
-        if path.startswith("/pdf/") and path[5:] in pdfs:
-            return pdfs[path[5:]], "application/pdf"
-        if path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
-            return ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
-        if path == "/api/query" and "search_query" in query:
-            return ATOM_ENTRY.format(id=next(iter(pdfs))).encode(), "application/atom+xml"
-        return None
-
-    return answer
 
 
 @pytest.fixture(scope="module")
