@@ -82,6 +82,7 @@ class Settings:
     max_pdf_mb: float = 50.0  # ARXIV_MAX_PDF_MB: largest PDF downloaded
     cache_papers: int = 16  # ARXIV_CACHE_PAPERS: converted papers kept in memory
     cache_mb: float = 200.0  # ARXIV_CACHE_MB: memory budget of that cache
+    log_level: str = "WARNING"  # ARXIV_LOG_LEVEL: what the server logs to stderr (--verbose: DEBUG)
 
     @property
     def max_pdf_bytes(self) -> int:
@@ -965,16 +966,22 @@ class _Text:
         return bisect.bisect_right(self.page_starts, offset)
 
 
+# pymupdf4llm's markers around the text it found in a picture (axis labels, diagram words): never a heading,
+# and never left in a clean page (``_repaired``).
+_PICTURE_START, _PICTURE_END = "<!-- Start of picture text -->", "<!-- End of picture text -->"
+_NOT_PROSE = ("|", ">", "!", "<", "```")  # how a Markdown table, quote, image, HTML or code line starts
+
+
 def _candidate_lines(markdown: str) -> list[_Line]:
     """Lines that could be headings: outside picture text and tables, and not running page headers."""
     lines, offset, in_picture = [], 0, False
     for raw in markdown.splitlines(keepends=True):
         stripped = raw.strip()
-        if stripped.startswith("<!-- Start of picture text"):
-            in_picture = "End of picture text -->" not in stripped  # the block may end on the same line
-        elif "End of picture text -->" in stripped:
+        if stripped.startswith(_PICTURE_START):
+            in_picture = _PICTURE_END not in stripped  # the block may end on the same line
+        elif _PICTURE_END in stripped:
             in_picture = False
-        elif not in_picture and stripped and not stripped.startswith(("|", ">", "!", "<", "```")):
+        elif not in_picture and stripped and not stripped.startswith(_NOT_PROSE):
             plain = _strip_markup(stripped)
             marked = stripped.startswith("#") or bool(re.fullmatch(r"\*\*[^*]+\*\*(\s*_?[^*]{0,12}_?\s*\*\*[^*]+\*\*)*",
                                                                    stripped))
@@ -1400,7 +1407,7 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
     while lines and (not lines[0].strip() or _match_key(lines[0]) in _match_key(label)):
         lines.pop(0)
     plain = " ".join(_strip_markup(line) for line in lines
-                     if line.strip() and not line.lstrip().startswith(("#", "|", "<", "!", ">")))
+                     if line.strip() and not line.lstrip().startswith(("#", *_NOT_PROSE)))
     plain = re.sub(r"\s+([,.;:])", r"\1", plain)
     m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
     sentence = m[1] if m and len(m[1]) <= limit else plain
@@ -1774,7 +1781,7 @@ class PageMarkdown:
 
 
 # The converter's markup that a clean text does without.
-_PICTURE_TEXT = re.compile(r"<!-- Start of picture text -->\n?(.*?)<!-- End of picture text -->", re.S)
+_PICTURE_TEXT = re.compile(f"{re.escape(_PICTURE_START)}\\n?(.*?){re.escape(_PICTURE_END)}", re.S)
 _STRUCK = re.compile(r"~~(.*?)~~", re.S)  # a rule through a glyph (a radical's bar, a fraction's) reads as a strike
 _SUPERSCRIPT = re.compile(r"<sup>(.*?)</sup>", re.S)
 _MAX_SUPERSCRIPT = 12  # visible characters: a true superscript (an exponent, citation marks) is shorter
@@ -2543,11 +2550,9 @@ def _capped(document: str, limit: int, note_for: Callable[[str], str]) -> str:
     return f"{shown}\n\n{note_for(shown)}"[:limit]
 
 
-def format_full(paper: Paper, text: PaperText | None, text_error: str | None = None,
-                max_chars: int | None = None) -> str:
+def format_full(paper: Paper, text: PaperText | None, text_error: str | None, max_chars: int) -> str:
     """The whole document: metadata, abstract and ``## Full Text (PDF)``, capped at
     ``max_chars`` with a note saying what was cut and how to read on."""
-    max_chars = SETTINGS.max_chars if max_chars is None else max_chars
     head = format_metadata(paper) + "\n\n## Full Text (PDF)\n"
     if text is None:
         return head + f"The full text is unavailable: {text_error}"
@@ -2626,12 +2631,11 @@ def _neighbours(text: PaperText, section: Section, overview: Overview | None = N
     return "Navigation: " + " · ".join(parts)
 
 
-def format_sections(paper: Paper, text: PaperText, selectors: Sequence[str], max_chars: int | None = None,
+def format_sections(paper: Paper, text: PaperText, selectors: Sequence[str], max_chars: int,
                     overview: Overview | None = None) -> str:
     """The named sections with their subsections, each ending with a navigation
     line (its neighbours from ``overview``'s list when given); an unknown section
     gives a short error listing the valid choices."""
-    max_chars = SETTINGS.max_chars if max_chars is None else max_chars
     chosen = _select_sections(text.sections, selectors)
     if isinstance(chosen, str):
         return f"{ERROR} {chosen}"
@@ -3773,7 +3777,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port for --http (default 8000)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logs on stderr (or ARXIV_LOG_LEVEL)")
     args = parser.parse_args(argv)
-    level = "DEBUG" if args.verbose else os.environ.get("ARXIV_LOG_LEVEL", "WARNING").upper()
+    level = "DEBUG" if args.verbose else SETTINGS.log_level.upper()
     logging.basicConfig(stream=sys.stderr, level=level if level in logging.getLevelNamesMapping() else "WARNING",
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = build_server(args.host, args.port)

@@ -996,7 +996,7 @@ def test_an_exact_title_wins_over_a_longer_title_it_begins():
 def test_the_choices_of_an_unknown_section_stay_within_a_budget():
     markdown = "".join(f"## {n} A section title about topic number {n}\n\nText.\n\n" for n in range(1, 81))
     text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
-    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, ["Quantum gravity"])
+    answer = am.format_sections(am.parse_feed(ATOM_1111).papers[0], text, ["Quantum gravity"], 50_000)
     assert answer.startswith('**Error:** Section "Quantum gravity" matches no section. Valid choices: "1" A section')
     assert re.search(r', … and [0-9]+ more; subsections by number', answer) and len(answer) < 1_300
     shown = re.findall(r'"([0-9]+)" A section', answer)
@@ -1938,7 +1938,13 @@ def test_section_selector_never_raises(section):
                         (am.Section("1", "Intro", 1, start=0, end=13), am.Section("2", "Methods", 1, start=13, end=27)),
                         1, 1)
     paper = am.parse_feed(ATOM_1111).papers[0]
-    answer = am.format_sections(paper, text, section)
+    request = am.parse_read(section)
+    if isinstance(request, str):  # a mode word in a list, or "find": the short error says how
+        assert len(request) < 200 and "`section`" in request or "`find`" in request
+        return
+    if request.mode is not am.Mode.SECTIONS or not request.sections:  # the overview, the full text, a figure
+        return
+    answer = am.format_sections(paper, text, request.sections, 50_000)
     if answer.startswith(am.ERROR):  # a short answer that names the choices
         assert len(answer) < 500 and ('Valid choices: "1" Intro, "2" Methods;' in answer
                                       or "No section named" in answer), answer
