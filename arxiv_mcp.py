@@ -1547,6 +1547,8 @@ _MAX_IMAGES = 4  # images in one answer
 _EQUATION_CANDIDATES = 3  # pages converted to find an equation whose number ends a line of their raw text
 _ANSWER_IMAGE_BYTES = 1_000_000  # bytes of images in one answer (base64 makes them a third more on the wire)
 _JPEG_QUALITY = 80
+_SHRINK_STEP = 0.75  # the scale of each smaller try of an image over the byte cap: a quarter smaller
+_MIN_IMAGE_SIDE = 64  # pixels: an image this small is unreadable, so it is sent as it is rather than shrunk
 _REGION_MARGIN = 4  # points around a region, so that no stroke at its edge is cut
 
 # The layout's boxes are joined into one region when they are this close (points): the panels of a sub-figure
@@ -2079,7 +2081,8 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
     mode = _MODE_WORDS.get(choice.lower(), Mode.SECTIONS)
     if words:
         if mode is not Mode.SECTIONS and choice:
-            return f'`find` searches the paper or some of its sections, not "{choice[:40]}": omit `section` or name sections.'
+            return (f'`find` searches the paper or some of its sections, not "{choice[:_ECHOED]}": omit `section` '
+                    'or name sections.')
         return ReadRequest(Mode.FIND, tuple(parts), words=words)
     if mode is not Mode.SECTIONS:
         return ReadRequest(mode)
@@ -2137,9 +2140,9 @@ def render_image(pdf: bytes, page: int, bbox: Sequence[float] | None = None, *, 
                 data = pixmap.tobytes("png")
                 if len(data) > max_bytes:
                     data = pixmap.tobytes("jpeg", jpg_quality=_JPEG_QUALITY)
-                if len(data) <= max_bytes or min(pixmap.width, pixmap.height) < 64:
+                if len(data) <= max_bytes or min(pixmap.width, pixmap.height) < _MIN_IMAGE_SIDE:
                     return Image(data, pixmap.width, pixmap.height)
-                scale *= 0.75
+                scale *= _SHRINK_STEP
         finally:
             doc.close()
 
@@ -2158,6 +2161,12 @@ ERROR = "**Error:**"  # how every error answer of the tool begins
 _TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
 _OVERVIEW_TARGET = 4_000
 _OVERVIEW_LIMIT = 8_000
+# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time: (the authors' affiliations shown,
+# the deepest section level whose first sentence is shown, characters of each caption shown; 0: labels only).
+_OVERVIEW_LADDER = ((True, 9, _CAPTION_START), (False, 9, _CAPTION_START), (False, 1, _CAPTION_START),
+                    (False, 1, _CAPTION_START // 2), (False, 0, 0))
+_CUT_WITHIN = 0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
+_ECHOED = 80  # characters of the caller's input that an error message repeats
 _MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
 
 
@@ -2170,7 +2179,7 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     cut = text[:limit]
     for separator in ("\n\n", "\n", " "):
         position = cut.rfind(separator)
-        if position >= limit * 0.8:
+        if position >= limit * _CUT_WITHIN:
             return cut[:position].rstrip(), True
     return cut, True
 
@@ -2510,8 +2519,7 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
             rows.append(line)
         return "\n".join(rows)
 
-    for affiliations, depth, width in ((True, 9, _CAPTION_START), (False, 9, _CAPTION_START),
-                                       (False, 1, _CAPTION_START), (False, 1, _CAPTION_START // 2), (False, 0, 0)):
+    for affiliations, depth, width in _OVERVIEW_LADDER:
         head = format_metadata(paper, extra, affiliations=affiliations)
         result = f"{head}\n\n## Sections\n{summary}\n\n{listing(depth)}\n\n{how}"
         if captions:
@@ -2583,7 +2591,7 @@ def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> l
         if len(matches) != 1:
             problem = "matches no section" if not matches else "matches several sections"
             choices = _choices(matches or [s for s in sections if s.level == 1])
-            return (f'Section "{wanted[:80]}" {problem}. Valid choices: {choices}; '
+            return (f'Section "{wanted[:_ECHOED]}" {problem}. Valid choices: {choices}; '
                     'subsections by number (e.g. "2.1"); or "full" for the whole paper.')
         if matches[0] not in chosen:
             chosen.append(matches[0])
@@ -2856,6 +2864,8 @@ SORTS = {"relevance": "relevance", "submitted": "submittedDate", "updated": "las
 ORDERS = ("descending", "ascending")
 MAX_RESULTS = 50
 MAX_START = 29_950  # the API serves no result past the 30,000th
+MAX_QUERY_CHARS = 1_000  # a longer query is no search a person would write, and its URL grows past proxies' limits
+MAX_CATEGORIES = 20  # more categories make the query long and are better given as an archive ("math.*")
 _FIELDED = re.compile(r"\b(ti|au|abs|co|jr|cat|rn|id|all|submittedDate|lastUpdatedDate):|\b(AND|OR|ANDNOT)\b|[\"()]")
 _BROAD = 1_000  # more hits than this: suggest narrowing
 _ABSTRACT_PREVIEW = 300
@@ -2923,7 +2933,7 @@ def _category_terms(category: str) -> list[str]:
     archive = archive.lower()
     if archive not in TAXONOMY or (subject and subject != "*" and subject.lower() not in
                                    {s.lower() for s in TAXONOMY[archive]}):
-        raise ArxivError(f'Unknown arXiv category "{name[:40]}". Use codes such as cs.CL, hep-th, math.AG, '
+        raise ArxivError(f'Unknown arXiv category "{name[:_ECHOED]}". Use codes such as cs.CL, hep-th, math.AG, '
                          "or an archive wildcard such as math.*.")
     if subject == "*":
         return [f"cat:{archive}"] + [f"cat:{archive}.{s}" for s in TAXONOMY[archive]]
@@ -2938,7 +2948,7 @@ def _api_date(value: str, end_of_day: bool) -> str:
     try:
         day = time.strptime(value.strip(), "%Y-%m-%d")
     except ValueError:
-        raise ArxivError(f'"{value[:40]}" is not a date of the form YYYY-MM-DD.') from None
+        raise ArxivError(f'"{value[:_ECHOED]}" is not a date of the form YYYY-MM-DD.') from None
     return time.strftime("%Y%m%d", day) + ("2359" if end_of_day else "0000")
 
 
@@ -2957,8 +2967,8 @@ def build_search(query: str | None = None, categories: Sequence[str] | None = No
     """
     query = " ".join((query or "").split())
     categories = tuple(c for c in (categories or ()) if c and c.strip())
-    if len(query) > 1000:
-        raise ArxivError("The query is too long (at most 1,000 characters).")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ArxivError(f"The query is too long (at most {MAX_QUERY_CHARS:,} characters).")
     if not query and not categories:
         raise ArxivError("Give a query or categories to search.")
     if sort not in SORTS:
@@ -2969,8 +2979,8 @@ def build_search(query: str | None = None, categories: Sequence[str] | None = No
         raise ArxivError(f"max_results must be between 1 and {MAX_RESULTS}.")
     if not 0 <= start <= MAX_START:
         raise ArxivError(f"start must be between 0 and {MAX_START:,}.")
-    if len(categories) > 20:
-        raise ArxivError("Give at most 20 categories.")
+    if len(categories) > MAX_CATEGORIES:
+        raise ArxivError(f"Give at most {MAX_CATEGORIES} categories.")
     terms = []
     if query:
         if _FIELDED.search(query):
@@ -3056,6 +3066,8 @@ _BACKGROUND_PAPERS = 2  # papers whose full text goes on converting while nobody
 # The urgency of an arXiv request, the smallest first: a search or metadata is one quick request that a caller
 # waits for; a PDF a caller waits for is a larger one; a request whose callers all gave up is background work.
 URGENT_SMALL, URGENT_PDF, URGENT_BACKGROUND = 0, 1, 2
+# The converter's jobs, the smallest first (``Scheduler``); within one, the most recently asked paper first.
+JOB_STRUCTURE, JOB_WAITED_PAGE, JOB_BACKGROUND_PAGE, JOB_CLOSE = 0, 1, 2, 3
 _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
 _IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
 
@@ -3108,11 +3120,12 @@ class Scheduler:
     waits for more than one page of another paper's conversion.  Jobs by
     priority:
 
-    0. the structure pass of a downloaded paper (outline, raw text, skim): milliseconds a page;
-    1. the pages a waiting caller needs, the most recently asked paper's first;
-    2. the full text's pages of the ``_BACKGROUND_PAPERS`` most recently asked
-       papers, the newest first, but none while a caller waits for a PDF to
-       download; older papers wait until they are asked again.
+    0. ``JOB_STRUCTURE``: the structure pass of a downloaded paper (``read_structure``);
+    1. ``JOB_WAITED_PAGE``: the pages a waiting caller needs, the most recently asked paper's first;
+    2. ``JOB_BACKGROUND_PAGE``: the full text's pages of the ``_BACKGROUND_PAPERS`` most
+       recently asked papers, the newest first, but none while a caller waits for a PDF
+       to download; older papers wait until they are asked again;
+    3. ``JOB_CLOSE``: closing the PDF of a paper with no work left.
 
     arXiv requests take turns too, one at a time, by urgency (``request_turn``):
     a search or metadata that a caller waits for, then a PDF a caller waits
@@ -3156,17 +3169,17 @@ class Scheduler:
     def _job_for(self, state: _PaperState) -> tuple[tuple[int, ...], Callable[[], None]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
         if state.forgotten or state.text_error is not None or state.pdf is None:
-            return ((3,), lambda: self._close(state)) if state.doc is not None else None
+            return ((JOB_CLOSE,), lambda: self._close(state)) if state.doc is not None else None
         if not state.structured:
-            return (0, -self._order_of(state)), lambda: self._structure(state)
+            return (JOB_STRUCTURE, -self._order_of(state)), lambda: self._structure(state)
         wanted = sorted(page for page in self.needed(state) if page not in state.pages)
         if wanted:
-            return (1, -self._order_of(state), wanted[0]), lambda: self._convert(state, wanted[0])
+            return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(state, wanted[0])
         rest = [page for page in state.full_pages(self.max_pages()) if page not in state.pages]
         # A page nobody waits for is not begun while a caller waits for a download: its structure pass goes next.
         if rest and state in self._recent and not self.downloading():
-            return (2, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
-        return ((3,), lambda: self._close(state)) if state.doc is not None else None
+            return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
+        return ((JOB_CLOSE,), lambda: self._close(state)) if state.doc is not None else None
 
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
@@ -3585,8 +3598,8 @@ _FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to f
 
 def _quote_input(text: str) -> str:
     """A short, printable excerpt of untrusted input for an error message."""
-    excerpt = "".join(ch if ch.isprintable() and ch != "`" else "?" for ch in text[:80])
-    return f"`{excerpt}`" + ("…" if len(text) > 80 else "")
+    excerpt = "".join(ch if ch.isprintable() and ch != "`" else "?" for ch in text[:_ECHOED])
+    return f"`{excerpt}`" + ("…" if len(text) > _ECHOED else "")
 
 
 @dataclass(frozen=True)
