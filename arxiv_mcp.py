@@ -9,15 +9,22 @@
 # ///
 """arxiv-mcp: read and search arXiv papers from an LLM agent, as one MCP tool.
 
-Run it as an MCP stdio server with ``uv run arxiv_mcp.py``.  The module is
-also a small library: its plain functions (``parse_arxiv_id``,
-``fetch_metadata``, ``fetch_pdf``, ``pdf_to_markdown``, ``truncate``,
-``arxiv_markdown`` ...) import without starting a server and without ``mcp``,
-so other search servers can vendor them into their page-content resolvers.
+Run it as an MCP stdio server with ``uv run arxiv_mcp.py``.  The one tool, ``arxiv``, searches arXiv
+(fielded queries, categories, dates, sorting, paging) and reads a paper progressively: an overview
+(metadata, abstract, sections with their sizes, figures and tables), then the sections it needs, the
+whole text within a cap, figures, tables and equations as images rendered from the PDF, the passages
+that hold some words, a BibTeX entry and the arXiv ids its references cite.  PDFs are converted page by
+page with pymupdf4llm, on one converter thread, by priority.
 
-The file reads top to bottom like its pipeline: configuration, identifiers,
-HTTP with the rate limiter, Atom parsing, PDF, Markdown and sections,
-formatting and caps, the cache, the tool, ``main``.
+The module is also a small library: its plain functions (``parse_arxiv_id``, ``fetch_metadata``,
+``fetch_pdf``, ``pdf_to_markdown``, ``truncate``, ``arxiv_markdown`` ...) import without starting a
+server and without ``mcp``, write no file, and are what the server itself runs, so other search servers
+can vendor them into their page-content resolvers.
+
+The file reads top to bottom like its pipeline: configuration, identifiers, HTTP with the rate limiter,
+Atom parsing, the PDF and its conversion, sections, structure, figures and equations, the structure
+pass, the read request, formatting and the research moves, search, the library and its scheduler, the
+tool, ``main``.
 """
 
 import os
