@@ -734,9 +734,9 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
     ``SETTINGS.max_pages``) through ``convert_page``, as the server does.
 
     No OCR and no page footers (page numbers); a page that fails to convert is its raw text with a
-    note.  MuPDF's lock is taken for one page at a time, so
-    other threads' work goes between pages.  Raises ArxivError for corrupt, encrypted or empty PDFs
-    and for PDFs without a text layer (scans).  Nothing is written to disk or stdout.
+    note.  MuPDF's lock is taken for one page at a time, so other threads' work goes between pages.
+    Raises ArxivError for corrupt, encrypted or empty PDFs and for PDFs without a text layer (scans).
+    Nothing is written to disk or stdout.
     """
     pages: list[PageMarkdown] = []
     with _opened(data) as doc:
