@@ -22,9 +22,9 @@ server and without ``mcp``, write no file, and are what the server itself runs, 
 can vendor them into their page-content resolvers.
 
 The file reads top to bottom like its pipeline: configuration, identifiers, HTTP with the rate limiter,
-Atom parsing, the PDF and its conversion, sections, structure, figures and equations, the structure
-pass, the read request, formatting and the research moves, search, the library and its scheduler, the
-tool, ``main``.
+Atom parsing and search beside it, the PDF and its conversion, sections, structure, figures and
+equations, the structure pass, the read request, formatting and the research moves, the library and its
+scheduler, the tool, ``main``.
 """
 
 import os
@@ -609,6 +609,212 @@ def fetch_metadata(arxiv_id: str, *, deadline: float | None = None, settings: Se
     if not feed.papers:
         raise ArxivError(f"arXiv has no paper {arxiv_id}. Check the id, or search for the title.")
     return feed.papers[0]
+
+
+# ---------------------------------------------------------------------------
+# Search: building the API query and formatting results
+# ---------------------------------------------------------------------------
+
+# arXiv's archives and their subject classes, for `archive.*` wildcards and for
+# catching misspelt categories before a request is spent on them.
+TAXONOMY: dict[str, tuple[str, ...]] = {
+    "astro-ph": tuple("CO EP GA HE IM SR".split()),
+    "cond-mat": tuple("dis-nn mes-hall mtrl-sci other quant-gas soft stat-mech str-el supr-con".split()),
+    "cs": tuple("AI AR CC CE CG CL CR CV CY DB DC DL DM DS ET FL GL GR GT HC IR IT LG LO MA MM MS NA NE NI OH "
+                "OS PF PL RO SC SD SE SI SY".split()),
+    "econ": tuple("EM GN TH".split()),
+    "eess": tuple("AS IV SP SY".split()),
+    "gr-qc": (), "hep-ex": (), "hep-lat": (), "hep-ph": (), "hep-th": (),
+    "math": tuple("AC AG AP AT CA CO CT CV DG DS FA GM GN GR GT HO IT KT LO MG MP NA NT OA OC PR QA RA RT SG "
+                  "SP ST".split()),
+    "math-ph": (),
+    "nlin": tuple("AO CD CG PS SI".split()),
+    "nucl-ex": (), "nucl-th": (),
+    "physics": tuple("acc-ph ao-ph app-ph atm-clus atom-ph bio-ph chem-ph class-ph comp-ph data-an ed-ph flu-dyn "
+                     "gen-ph geo-ph hist-ph ins-det med-ph optics plasm-ph pop-ph soc-ph space-ph".split()),
+    "q-bio": tuple("BM CB GN MN NC OT PE QM SC TO".split()),
+    "q-fin": tuple("CP EC GN MF PM PR RM ST TR".split()),
+    "quant-ph": (),
+    "stat": tuple("AP CO ME ML OT TH".split()),
+}
+SORTS = {"relevance": "relevance", "submitted": "submittedDate", "updated": "lastUpdatedDate"}
+ORDERS = ("descending", "ascending")
+MAX_RESULTS = 50
+MAX_START = 29_950  # the API serves no result past the 30,000th
+MAX_QUERY_CHARS = 1_000  # a longer query is no search a person would write, and its URL grows past proxies' limits
+MAX_CATEGORIES = 20  # more categories make the query long and are better given as an archive ("math.*")
+_FIELDED = re.compile(r"\b(ti|au|abs|co|jr|cat|rn|id|all|submittedDate|lastUpdatedDate):|\b(AND|OR|ANDNOT)\b|[\"()]")
+_BROAD = 1_000  # more hits than this: suggest narrowing
+_ABSTRACT_PREVIEW = 300
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One argument of the tool: its default and the description the model reads."""
+
+    default: Any
+    help: str
+
+
+# The search arguments in the tool's order: the tool's schema, ``arxiv_tool``, ``build_search``,
+# ``SearchRequest`` and the "next page" call all take their defaults from here.
+SEARCH_PARAMETERS = {
+    "query": Parameter(None, "Search terms. Plain words match all fields (every word must appear). Fielded syntax "
+                             "also works: ti:, au:, abs:, cat:, all: with AND, OR, ANDNOT, quotes and parentheses, "
+                             "e.g. 'au:hinton AND ti:\"deep learning\"'."),
+    "categories": Parameter(None, "arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', "
+                                  "or 'math.*' for a whole archive."),
+    "submitted_from": Parameter(None, "Earliest submission date, YYYY-MM-DD."),
+    "submitted_to": Parameter(None, "Latest submission date, YYYY-MM-DD."),
+    "sort": Parameter("relevance", "'relevance', 'submitted' or 'updated'."),
+    "order": Parameter("descending", "'descending' (newest or best first) or 'ascending'."),
+    "max_results": Parameter(10, f"Results per page, 1 to {MAX_RESULTS}."),
+    "start": Parameter(0, "Offset of the first result, for paging."),
+}
+_DEFAULT = {name: parameter.default for name, parameter in SEARCH_PARAMETERS.items()}
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A validated search; ``search_query`` is what the API receives."""
+
+    search_query: str
+    query: str = ""
+    categories: tuple[str, ...] = ()
+    submitted_from: str = ""
+    submitted_to: str = ""
+    sort: str = _DEFAULT["sort"]
+    order: str = _DEFAULT["order"]
+    max_results: int = _DEFAULT["max_results"]
+    start: int = _DEFAULT["start"]
+
+    def params(self) -> dict[str, str]:
+        return {"search_query": self.search_query, "start": str(self.start), "max_results": str(self.max_results),
+                "sortBy": SORTS[self.sort], "sortOrder": self.order}
+
+    def call(self, **changes: Any) -> str:
+        """This search as a tool call, e.g. to fetch the next page: the arguments that differ from the defaults."""
+        request = dataclasses.replace(self, **changes)
+        args = []
+        for name, parameter in SEARCH_PARAMETERS.items():
+            value = getattr(request, name)
+            if value not in (parameter.default, "", ()):
+                args.append(f"{name}={list(value) if isinstance(value, tuple) else value!r}")
+        return f"arxiv({', '.join(args)})"
+
+
+def _category_terms(category: str) -> list[str]:
+    """``cat:`` terms for one category; ``archive.*`` expands to the archive and its classes."""
+    name = category.strip()
+    archive, _, subject = name.partition(".")
+    archive = archive.lower()
+    if archive not in TAXONOMY or (subject and subject != "*" and subject.lower() not in
+                                   {s.lower() for s in TAXONOMY[archive]}):
+        raise ArxivError(f'Unknown arXiv category "{name[:_ECHOED]}". Use codes such as cs.CL, hep-th, math.AG, '
+                         "or an archive wildcard such as math.*.")
+    if subject == "*":
+        return [f"cat:{archive}"] + [f"cat:{archive}.{s}" for s in TAXONOMY[archive]]
+    if not subject:
+        return [f"cat:{archive}"]
+    canonical = next(s for s in TAXONOMY[archive] if s.lower() == subject.lower())
+    return [f"cat:{archive}.{canonical}"]
+
+
+def _api_date(value: str, end_of_day: bool) -> str:
+    """``YYYY-MM-DD`` -> the API's ``YYYYMMDDHHMM`` (GMT), at the start or end of that day."""
+    try:
+        day = time.strptime(value.strip(), "%Y-%m-%d")
+    except ValueError:
+        raise ArxivError(f'"{value[:_ECHOED]}" is not a date of the form YYYY-MM-DD.') from None
+    return time.strftime("%Y%m%d", day) + ("2359" if end_of_day else "0000")
+
+
+def build_search(query: str | None = None, categories: Sequence[str] | None = None,
+                 submitted_from: str | None = None, submitted_to: str | None = None, sort: str = _DEFAULT["sort"],
+                 order: str = _DEFAULT["order"], max_results: int = _DEFAULT["max_results"],
+                 start: int = _DEFAULT["start"]) -> SearchRequest:
+    """Validate search arguments and build the API's ``search_query``.
+
+    Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query
+    with fields (``ti:``, ``au:`` ...), boolean operators, quotes or
+    parentheses is passed on as written.  Categories are ORed together and
+    ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]``
+    with 12-digit GMT times, either end optional.  Raises ArxivError naming
+    the first bad argument.
+    """
+    query = " ".join((query or "").split())
+    categories = tuple(c for c in (categories or ()) if c and c.strip())
+    if len(query) > MAX_QUERY_CHARS:
+        raise ArxivError(f"The query is too long (at most {MAX_QUERY_CHARS:,} characters).")
+    if not query and not categories:
+        raise ArxivError("Give a query or categories to search.")
+    if sort not in SORTS:
+        raise ArxivError(f'sort must be one of {", ".join(SORTS)}.')
+    if order not in ORDERS:
+        raise ArxivError(f'order must be one of {", ".join(ORDERS)}.')
+    if not 1 <= max_results <= MAX_RESULTS:
+        raise ArxivError(f"max_results must be between 1 and {MAX_RESULTS}.")
+    if not 0 <= start <= MAX_START:
+        raise ArxivError(f"start must be between 0 and {MAX_START:,}.")
+    if len(categories) > MAX_CATEGORIES:
+        raise ArxivError(f"Give at most {MAX_CATEGORIES} categories.")
+    terms = []
+    if query:
+        if _FIELDED.search(query):
+            terms.append(query)
+        else:
+            words = [w.strip(":") for w in query.split() if w.strip(":")]
+            terms.append(" AND ".join(f"all:{w}" for w in words))
+    if categories:
+        cat_terms = [t for c in categories for t in _category_terms(c)]
+        terms.append(cat_terms[0] if len(cat_terms) == 1 else f"({' OR '.join(cat_terms)})")
+    if submitted_from or submitted_to:
+        low = _api_date(submitted_from, False) if submitted_from else "199101010000"
+        high = _api_date(submitted_to, True) if submitted_to else "209912312359"
+        if low > high:
+            raise ArxivError("submitted_from is after submitted_to.")
+        terms.append(f"submittedDate:[{low} TO {high}]")
+    if len(terms) > 1 and query and _FIELDED.search(query):
+        terms[0] = f"({query})"
+    return SearchRequest(" AND ".join(terms), query, categories, submitted_from or "", submitted_to or "", sort,
+                         order, max_results, start)
+
+
+def _short_authors(authors: Sequence[Author]) -> str:
+    names = [a.name for a in authors[:3]]
+    return ", ".join(names) + (" et al." if len(authors) > 3 else "")
+
+
+def format_search(request: SearchRequest, feed: Feed) -> str:
+    """Search results as compact Markdown, with the call for the next page."""
+    sent = f"`{request.search_query}` (sorted by {request.sort}, {request.order})"
+    if not feed.papers:
+        if feed.total and request.start:
+            return (f"# arXiv search\nNo results at start={request.start}: the search has "
+                    f"{_thousands(feed.total)} hits. Query sent: {sent}")
+        return f"# arXiv search\nNo results for {sent}. Try fewer or broader terms, or other categories."
+    first, last = request.start + 1, request.start + len(feed.papers)
+    lines = ["# arXiv search", f"Results {first}–{last} of {_thousands(feed.total)} for {sent}."]
+    if feed.total > _BROAD:
+        lines.append(f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, abs:), "
+                     "categories or a date range.")
+    lines.append("")
+    for rank, paper in enumerate(feed.papers, start=first):
+        abstract = truncate(paper.abstract, _ABSTRACT_PREVIEW)
+        lines.append(f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
+                     f"{paper.primary_category} · {paper.published}")
+        lines.append(f"   {abstract[0]}{'…' if abstract[1] else ''}")
+    lines.append("")
+    if last < min(feed.total, MAX_START + request.max_results):
+        lines.append(f"Next page: `{request.call(start=last)}`.")
+    lines.append('Read a paper: `arxiv(paper="<id>")`.')
+    return "\n".join(lines)
+
+
+def search(request: SearchRequest, *, deadline: float | None = None, settings: Settings | None = None,
+           limiter: RateLimiter | None = None) -> Feed:
+    """Run a search against the arXiv API."""
+    return fetch_feed(request.params(), deadline=deadline, settings=settings, limiter=limiter)
 
 
 # ---------------------------------------------------------------------------
@@ -2839,212 +3045,6 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
     if left_out:
         parts.append(f"[Left out to keep this answer small: {', '.join(left_out)}; ask for them in another call.]")
     return "\n\n".join(parts), images
-
-
-# ---------------------------------------------------------------------------
-# Search: building the API query and formatting results
-# ---------------------------------------------------------------------------
-
-# arXiv's archives and their subject classes, for `archive.*` wildcards and for
-# catching misspelt categories before a request is spent on them.
-TAXONOMY: dict[str, tuple[str, ...]] = {
-    "astro-ph": tuple("CO EP GA HE IM SR".split()),
-    "cond-mat": tuple("dis-nn mes-hall mtrl-sci other quant-gas soft stat-mech str-el supr-con".split()),
-    "cs": tuple("AI AR CC CE CG CL CR CV CY DB DC DL DM DS ET FL GL GR GT HC IR IT LG LO MA MM MS NA NE NI OH "
-                "OS PF PL RO SC SD SE SI SY".split()),
-    "econ": tuple("EM GN TH".split()),
-    "eess": tuple("AS IV SP SY".split()),
-    "gr-qc": (), "hep-ex": (), "hep-lat": (), "hep-ph": (), "hep-th": (),
-    "math": tuple("AC AG AP AT CA CO CT CV DG DS FA GM GN GR GT HO IT KT LO MG MP NA NT OA OC PR QA RA RT SG "
-                  "SP ST".split()),
-    "math-ph": (),
-    "nlin": tuple("AO CD CG PS SI".split()),
-    "nucl-ex": (), "nucl-th": (),
-    "physics": tuple("acc-ph ao-ph app-ph atm-clus atom-ph bio-ph chem-ph class-ph comp-ph data-an ed-ph flu-dyn "
-                     "gen-ph geo-ph hist-ph ins-det med-ph optics plasm-ph pop-ph soc-ph space-ph".split()),
-    "q-bio": tuple("BM CB GN MN NC OT PE QM SC TO".split()),
-    "q-fin": tuple("CP EC GN MF PM PR RM ST TR".split()),
-    "quant-ph": (),
-    "stat": tuple("AP CO ME ML OT TH".split()),
-}
-SORTS = {"relevance": "relevance", "submitted": "submittedDate", "updated": "lastUpdatedDate"}
-ORDERS = ("descending", "ascending")
-MAX_RESULTS = 50
-MAX_START = 29_950  # the API serves no result past the 30,000th
-MAX_QUERY_CHARS = 1_000  # a longer query is no search a person would write, and its URL grows past proxies' limits
-MAX_CATEGORIES = 20  # more categories make the query long and are better given as an archive ("math.*")
-_FIELDED = re.compile(r"\b(ti|au|abs|co|jr|cat|rn|id|all|submittedDate|lastUpdatedDate):|\b(AND|OR|ANDNOT)\b|[\"()]")
-_BROAD = 1_000  # more hits than this: suggest narrowing
-_ABSTRACT_PREVIEW = 300
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One argument of the tool: its default and the description the model reads."""
-
-    default: Any
-    help: str
-
-
-# The search arguments in the tool's order: the tool's schema, ``arxiv_tool``, ``build_search``,
-# ``SearchRequest`` and the "next page" call all take their defaults from here.
-SEARCH_PARAMETERS = {
-    "query": Parameter(None, "Search terms. Plain words match all fields (every word must appear). Fielded syntax "
-                             "also works: ti:, au:, abs:, cat:, all: with AND, OR, ANDNOT, quotes and parentheses, "
-                             "e.g. 'au:hinton AND ti:\"deep learning\"'."),
-    "categories": Parameter(None, "arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', "
-                                  "or 'math.*' for a whole archive."),
-    "submitted_from": Parameter(None, "Earliest submission date, YYYY-MM-DD."),
-    "submitted_to": Parameter(None, "Latest submission date, YYYY-MM-DD."),
-    "sort": Parameter("relevance", "'relevance', 'submitted' or 'updated'."),
-    "order": Parameter("descending", "'descending' (newest or best first) or 'ascending'."),
-    "max_results": Parameter(10, f"Results per page, 1 to {MAX_RESULTS}."),
-    "start": Parameter(0, "Offset of the first result, for paging."),
-}
-_DEFAULT = {name: parameter.default for name, parameter in SEARCH_PARAMETERS.items()}
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """A validated search; ``search_query`` is what the API receives."""
-
-    search_query: str
-    query: str = ""
-    categories: tuple[str, ...] = ()
-    submitted_from: str = ""
-    submitted_to: str = ""
-    sort: str = _DEFAULT["sort"]
-    order: str = _DEFAULT["order"]
-    max_results: int = _DEFAULT["max_results"]
-    start: int = _DEFAULT["start"]
-
-    def params(self) -> dict[str, str]:
-        return {"search_query": self.search_query, "start": str(self.start), "max_results": str(self.max_results),
-                "sortBy": SORTS[self.sort], "sortOrder": self.order}
-
-    def call(self, **changes: Any) -> str:
-        """This search as a tool call, e.g. to fetch the next page: the arguments that differ from the defaults."""
-        request = dataclasses.replace(self, **changes)
-        args = []
-        for name, parameter in SEARCH_PARAMETERS.items():
-            value = getattr(request, name)
-            if value not in (parameter.default, "", ()):
-                args.append(f"{name}={list(value) if isinstance(value, tuple) else value!r}")
-        return f"arxiv({', '.join(args)})"
-
-
-def _category_terms(category: str) -> list[str]:
-    """``cat:`` terms for one category; ``archive.*`` expands to the archive and its classes."""
-    name = category.strip()
-    archive, _, subject = name.partition(".")
-    archive = archive.lower()
-    if archive not in TAXONOMY or (subject and subject != "*" and subject.lower() not in
-                                   {s.lower() for s in TAXONOMY[archive]}):
-        raise ArxivError(f'Unknown arXiv category "{name[:_ECHOED]}". Use codes such as cs.CL, hep-th, math.AG, '
-                         "or an archive wildcard such as math.*.")
-    if subject == "*":
-        return [f"cat:{archive}"] + [f"cat:{archive}.{s}" for s in TAXONOMY[archive]]
-    if not subject:
-        return [f"cat:{archive}"]
-    canonical = next(s for s in TAXONOMY[archive] if s.lower() == subject.lower())
-    return [f"cat:{archive}.{canonical}"]
-
-
-def _api_date(value: str, end_of_day: bool) -> str:
-    """``YYYY-MM-DD`` -> the API's ``YYYYMMDDHHMM`` (GMT), at the start or end of that day."""
-    try:
-        day = time.strptime(value.strip(), "%Y-%m-%d")
-    except ValueError:
-        raise ArxivError(f'"{value[:_ECHOED]}" is not a date of the form YYYY-MM-DD.') from None
-    return time.strftime("%Y%m%d", day) + ("2359" if end_of_day else "0000")
-
-
-def build_search(query: str | None = None, categories: Sequence[str] | None = None,
-                 submitted_from: str | None = None, submitted_to: str | None = None, sort: str = _DEFAULT["sort"],
-                 order: str = _DEFAULT["order"], max_results: int = _DEFAULT["max_results"],
-                 start: int = _DEFAULT["start"]) -> SearchRequest:
-    """Validate search arguments and build the API's ``search_query``.
-
-    Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query
-    with fields (``ti:``, ``au:`` ...), boolean operators, quotes or
-    parentheses is passed on as written.  Categories are ORed together and
-    ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]``
-    with 12-digit GMT times, either end optional.  Raises ArxivError naming
-    the first bad argument.
-    """
-    query = " ".join((query or "").split())
-    categories = tuple(c for c in (categories or ()) if c and c.strip())
-    if len(query) > MAX_QUERY_CHARS:
-        raise ArxivError(f"The query is too long (at most {MAX_QUERY_CHARS:,} characters).")
-    if not query and not categories:
-        raise ArxivError("Give a query or categories to search.")
-    if sort not in SORTS:
-        raise ArxivError(f'sort must be one of {", ".join(SORTS)}.')
-    if order not in ORDERS:
-        raise ArxivError(f'order must be one of {", ".join(ORDERS)}.')
-    if not 1 <= max_results <= MAX_RESULTS:
-        raise ArxivError(f"max_results must be between 1 and {MAX_RESULTS}.")
-    if not 0 <= start <= MAX_START:
-        raise ArxivError(f"start must be between 0 and {MAX_START:,}.")
-    if len(categories) > MAX_CATEGORIES:
-        raise ArxivError(f"Give at most {MAX_CATEGORIES} categories.")
-    terms = []
-    if query:
-        if _FIELDED.search(query):
-            terms.append(query)
-        else:
-            words = [w.strip(":") for w in query.split() if w.strip(":")]
-            terms.append(" AND ".join(f"all:{w}" for w in words))
-    if categories:
-        cat_terms = [t for c in categories for t in _category_terms(c)]
-        terms.append(cat_terms[0] if len(cat_terms) == 1 else f"({' OR '.join(cat_terms)})")
-    if submitted_from or submitted_to:
-        low = _api_date(submitted_from, False) if submitted_from else "199101010000"
-        high = _api_date(submitted_to, True) if submitted_to else "209912312359"
-        if low > high:
-            raise ArxivError("submitted_from is after submitted_to.")
-        terms.append(f"submittedDate:[{low} TO {high}]")
-    if len(terms) > 1 and query and _FIELDED.search(query):
-        terms[0] = f"({query})"
-    return SearchRequest(" AND ".join(terms), query, categories, submitted_from or "", submitted_to or "", sort,
-                         order, max_results, start)
-
-
-def _short_authors(authors: Sequence[Author]) -> str:
-    names = [a.name for a in authors[:3]]
-    return ", ".join(names) + (" et al." if len(authors) > 3 else "")
-
-
-def format_search(request: SearchRequest, feed: Feed) -> str:
-    """Search results as compact Markdown, with the call for the next page."""
-    sent = f"`{request.search_query}` (sorted by {request.sort}, {request.order})"
-    if not feed.papers:
-        if feed.total and request.start:
-            return (f"# arXiv search\nNo results at start={request.start}: the search has "
-                    f"{_thousands(feed.total)} hits. Query sent: {sent}")
-        return f"# arXiv search\nNo results for {sent}. Try fewer or broader terms, or other categories."
-    first, last = request.start + 1, request.start + len(feed.papers)
-    lines = ["# arXiv search", f"Results {first}–{last} of {_thousands(feed.total)} for {sent}."]
-    if feed.total > _BROAD:
-        lines.append(f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, abs:), "
-                     "categories or a date range.")
-    lines.append("")
-    for rank, paper in enumerate(feed.papers, start=first):
-        abstract = truncate(paper.abstract, _ABSTRACT_PREVIEW)
-        lines.append(f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
-                     f"{paper.primary_category} · {paper.published}")
-        lines.append(f"   {abstract[0]}{'…' if abstract[1] else ''}")
-    lines.append("")
-    if last < min(feed.total, MAX_START + request.max_results):
-        lines.append(f"Next page: `{request.call(start=last)}`.")
-    lines.append('Read a paper: `arxiv(paper="<id>")`.')
-    return "\n".join(lines)
-
-
-def search(request: SearchRequest, *, deadline: float | None = None, settings: Settings | None = None,
-           limiter: RateLimiter | None = None) -> Feed:
-    """Run a search against the arXiv API."""
-    return fetch_feed(request.params(), deadline=deadline, settings=settings, limiter=limiter)
 
 
 # ---------------------------------------------------------------------------
