@@ -2940,7 +2940,8 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
     """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best
     first: the most matches, then reading order.  Each names its section (``overview``'s list)
     and page, with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``.
-    ``within`` (section selectors) keeps the passages of those sections.  No match is a short answer, not an error."""
+    ``within`` (section selectors) keeps the passages of those sections.  No match is a short answer,
+    not an error."""
     sections = [row.section for row in overview.sections] if overview else []
     terms = _find_terms(query)
     if not terms:
@@ -3007,10 +3008,11 @@ def _available(reading: "Reading") -> str:
 
 
 def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tuple[str, list[Image]]:
-    """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images, each with its text (label, page, section, caption or
-    equation text), for clients that show no images too; "figures" lists them.  At most ``_MAX_IMAGES``
-    images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  A
-    number the paper does not have gives a short error naming what it has."""
+    """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images, each with its
+    text (label, page, section, caption or equation text), for clients that show no images too;
+    "figures" lists them.  At most ``_MAX_IMAGES`` images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest
+    is named so that it can be asked for again.  A number the paper does not have gives a short error
+    naming what it has."""
     parts, images, left_out, used = [], [], [], 0
     for visual in visuals:
         if not visual.kind:
@@ -3493,7 +3495,8 @@ class PaperLibrary:
             return dataclasses.replace(visuals, overview=state.structure.skim)
         if mode is Mode.FULL or state.structure.skim is None:
             text = self._text(state, full=True)
-            return dataclasses.replace(visuals, text=text, overview=overview_of(text) if mode is Mode.OVERVIEW else None)
+            overview = overview_of(text) if mode is Mode.OVERVIEW else None
+            return dataclasses.replace(visuals, text=text, overview=overview)
         text = self._text(state, full=False)
         if mode is Mode.OVERVIEW:
             return dataclasses.replace(visuals, text=text, overview=state.structure.skim.refined(text))

@@ -1147,7 +1147,8 @@ def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_
 
 
 def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
-    passage = am.Passage(3, 0, am._clean_passage(am._spelt("The Dru-\nde weight of the Kl¨umper\nmodel and the ﬁeld")))
+    raw = am._spelt("The Dru-\nde weight of the Kl¨umper\nmodel and the ﬁeld")  # as the raw text layer gives it
+    passage = am.Passage(3, 0, am._clean_passage(raw))
     assert passage.text == "The Drude weight of the Klümper model and the field"
     for query in ['"drude weight"', "KLUMPER field", '"klumper model"']:
         spans = am._matches_in(passage, am._find_terms(query))
