@@ -22,8 +22,9 @@ server and without ``mcp``, write no file, and are what the server itself runs, 
 can vendor them into their page-content resolvers.
 
 The file reads top to bottom like its pipeline: configuration, identifiers, HTTP with the rate limiter,
-Atom parsing and search beside it, the PDF and its conversion, sections, structure, figures and
-equations, the structure pass, the read request, formatting and the research moves, the library and its
+Atom parsing and search beside it, the PDF and its raw text layer, sections, the outline from bookmarks
+or fonts, the overview's model, figures, tables and equations, page conversion and repair, the structure
+pass and the paper's text, the read request, images, the research moves, the answers, the library and its
 scheduler, the tool, ``main``.
 """
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # imported lazily at run time: the server must start without 
 __version__ = "0.1.0"
 
 log = logging.getLogger("arxiv_mcp")
+
 
 # ---------------------------------------------------------------------------
 # Configuration: every environment variable, in one place.
@@ -137,6 +139,7 @@ def _is_http_url(url: str, *, template: bool) -> bool:
 
 
 SETTINGS = Settings.from_env()
+
 
 # ---------------------------------------------------------------------------
 # Identifiers
@@ -240,7 +243,6 @@ def _split_version(arxiv_id: str) -> tuple[str, int | None]:
 # ---------------------------------------------------------------------------
 # HTTP: urllib with a per-host rate limiter, retries and byte caps
 # ---------------------------------------------------------------------------
-
 
 class ArxivError(Exception):
     """A failure to tell the model: ``str(error)`` is one short sentence naming
@@ -818,14 +820,12 @@ def search(request: SearchRequest, *, deadline: float | None = None, settings: S
 
 
 # ---------------------------------------------------------------------------
-# PDF: download, validation, conversion to Markdown
+# The PDF: download, validation, opening it, and its raw text layer
 # ---------------------------------------------------------------------------
 
 # MuPDF is not thread-safe: every use of it in this process holds this lock, for one page (or one structure
 # pass) at a time, so that other work goes between the pages of a long conversion.
 _PDF_LOCK = threading.Lock()
-_MIN_TEXT_CHARS = 200  # fewer characters of text in a whole PDF means a scanned paper
-_MAX_STRUCTURE_PAGES = 300  # pages the structure pass reads (a few ms each); a longer PDF is a book or a thesis
 
 
 def check_pdf(data: bytes, content_type: str = "") -> None:
@@ -853,21 +853,6 @@ def fetch_pdf(arxiv_id: str, *, deadline: float | None = None, settings: Setting
         raise ArxivError(f"arXiv refused the PDF download (HTTP {error.status}).") from None
     check_pdf(response.body, response.content_type)
     return response.body
-
-
-@dataclass(frozen=True)
-class PdfText:
-    """A PDF converted to Markdown, one string per page up to the last converted one."""
-
-    pages: tuple[str, ...]
-    page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
-    outline: "Outline"  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
-    missing: frozenset[int] = frozenset()  # pages (from 1) not converted yet, whose strings are empty
-    regions: tuple["Region", ...] = ()  # the figures, tables and equations of the converted pages
-
-    @property
-    def markdown(self) -> str:
-        return "".join(self.pages)
 
 
 def _open_pdf(data: bytes) -> "pymupdf.Document":
@@ -907,61 +892,66 @@ def _pdf_page(doc: "pymupdf.Document", page: int) -> "pymupdf.Page":
     return doc[page - 1]
 
 
-def _page_markdown(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
-    """One page in clean Markdown, with its figures, tables and equations (``_repaired``), from one
-    conversion: pymupdf4llm's layout mode, no OCR, no page footer."""
-    import pymupdf4llm
+@dataclass(frozen=True)
+class Passage:
+    """A paragraph of the PDF's raw text layer (a text block), cleaned for reading and finding."""
 
-    pdf_page = _pdf_page(doc, page)
-    # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
-    with contextlib.redirect_stdout(sys.stderr):
-        chunk = pymupdf4llm.to_markdown(doc, pages=[pdf_page.number], use_ocr=False, footer=False,
-                                        show_progress=False, page_chunks=True)[0]
-    return _repaired(pdf_page, page, chunk["text"], chunk.get("page_boxes") or ())
+    page: int  # from 1
+    offset: int  # where it starts in the raw text of the whole paper (``_skim``'s text)
+    text: str
 
 
-def convert_page(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
-    """One page of an open PDF in clean Markdown (``_page_markdown``), with MuPDF's lock held
-    by the caller.  Never raises: a page that fails to convert becomes a note with its raw text layer,
-    marked ``fallback``, and costs only itself; the failure is logged (its traceback at debug level)."""
-    try:
-        return _page_markdown(doc, page)
-    except Exception as error:
-        log.warning("page %d could not be converted: %s", page, type(error).__name__)
-        log.debug("details of the page's failure", exc_info=error)
-    raw = "".join(_guarded(f"the text layer of page {page}", lambda: _page_blocks(_pdf_page(doc, page)), []))
-    return PageMarkdown(f"*[Page {page} could not be converted; its plain text follows.]*\n\n{raw.strip()}\n\n",
-                        fallback=True)
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})  # U+FB00-FB06 only: NFKC would also turn ² into 2
+# TeX sets an accent as a glyph of its own beside its letter; the text layer gives the spacing form
+# ("Kl¨umper", "Teˇsanovi´c").  Each spacing accent and the combining accent it stands for.  Never the
+# backtick, which is Markdown's code mark.
+_SPACING_ACCENTS = {"¨": "\u0308", "´": "\u0301", "ˆ": "\u0302", "˜": "\u0303", "ˇ": "\u030c", "¸": "\u0327",
+                    "˘": "\u0306", "˚": "\u030a", "ˋ": "\u0300"}
+_ACCENT_THEN_LETTER = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
+_LETTER_THEN_ACCENT = re.compile(f"([^\\W\\d_])([{''.join(_SPACING_ACCENTS)}])(?![^\\W\\d_])")  # at a word's end
 
 
-def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
-    """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page: the structure
-    pass (``read_structure``), then each of the first ``max_pages`` pages (default:
-    ``SETTINGS.max_pages``) through ``convert_page``, as the server does.
+def _spelt(text: str) -> str:
+    """Text as it is spelt: ligatures spelt out, and each spacing accent composed with the letter after
+    it (``Kl¨umper`` → ``Klümper``), or with the one before it at the end of a word (``Tesanovic´``)."""
+    def composed(letter: str, accent: str) -> str:
+        return unicodedata.normalize("NFC", letter + _SPACING_ACCENTS[accent])
 
-    No OCR and no page footers (page numbers); a page that fails to convert is its raw text with a
-    note.  MuPDF's lock is taken for one page at a time, so other threads' work goes between pages.
-    Raises ArxivError for corrupt, encrypted or empty PDFs and for PDFs without a text layer (scans).
-    Nothing is written to disk or stdout.
-    """
-    pages: list[PageMarkdown] = []
-    with _opened(data) as doc:
-        structure = read_structure(doc)
-        last = min(structure.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
-        for page in range(1, last + 1):
-            with _PDF_LOCK:
-                pages.append(convert_page(doc, page))
-    return PdfText(tuple(page.markdown for page in pages), structure.page_count, structure.outline,
-                   regions=tuple(region for page in pages for region in page.regions))
+    text = _ACCENT_THEN_LETTER.sub(lambda m: composed(m[2], m[1]), text.translate(_LIGATURES))
+    return _LETTER_THEN_ACCENT.sub(lambda m: composed(m[1], m[2]), text)
 
 
-_SCANNED = "The PDF has no text layer (it is a scan); this server does not run OCR."
+def _clean_passage(text: str) -> str:
+    """Raw text on one line (already ``_spelt``), words hyphenated at a line end joined."""
+    return " ".join(re.sub(r"(?<=[^\W\d_])-\n(?=[a-z])", "", text).split())
+
+
+def _page_blocks(page: "pymupdf.Page") -> list[str]:
+    """The texts of a page's text blocks, in the text layer's order: joined, they are its raw text.
+    Their text is ``_spelt``; a glyph without a Unicode mapping is left out (MuPDF's default would give its
+    code as a letter: CMEX's ∑ as "X"); the converted text recovers those by name (``_PageGlyphs``)."""
+    import pymupdf
+
+    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+    return [_spelt(block[4]).replace(_UNKNOWN_GLYPH, "")
+            for block in page.get_text("blocks", flags=flags) if block[6] == 0]
+
+
+def _passages(page_blocks: Sequence[Sequence[str]]) -> tuple[Passage, ...]:
+    """Every text block of the paper as a Passage, with its offset in the raw text."""
+    passages, offset = [], 0
+    for page, blocks in enumerate(page_blocks, start=1):
+        for block in blocks:
+            if text := _clean_passage(block):
+                passages.append(Passage(page, offset, text))
+            offset += len(block)
+    return tuple(passages)
 
 
 # ---------------------------------------------------------------------------
 # Sections: one record for a heading, the names and numbers of real ones, and finding them in a text
 # ---------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class Section:
@@ -1402,7 +1392,7 @@ def find_sections(markdown: str, outline: Outline = (), paper_title: str = "",
 
 
 # ---------------------------------------------------------------------------
-# Structure from the PDF itself: bookmarks, or headings found by their fonts, in milliseconds
+# The outline from the PDF itself: bookmarks, or headings found by their fonts, in milliseconds
 # ---------------------------------------------------------------------------
 
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi(?:um)?\b|cmbx|cmssbx|\bbx|-b\b|bd\b", re.I)
@@ -1580,6 +1570,10 @@ def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
         return read_structure(doc, max_pages).outline
 
 
+# ---------------------------------------------------------------------------
+# The overview: a section list with sizes and first sentences, code links
+# ---------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class SectionSummary:
     """One row of the overview's section list."""
@@ -1651,94 +1645,35 @@ def _overview(text: str, sections: Sequence[Section], page_count: int, pages: in
     return Overview(page_count, pages, len(text), rows, links, estimated)
 
 
-@dataclass(frozen=True)
-class Passage:
-    """A paragraph of the PDF's raw text layer (a text block), cleaned for reading and finding."""
-
-    page: int  # from 1
-    offset: int  # where it starts in the raw text of the whole paper (``_skim``'s text)
-    text: str
-
-
-_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-                            "\ufb05": "st", "\ufb06": "st"})  # U+FB00-FB06 only: NFKC would also turn ² into 2
-# TeX sets an accent as a glyph of its own beside its letter; the text layer gives the spacing form
-# ("Kl¨umper", "Teˇsanovi´c").  Each spacing accent and the combining accent it stands for.  Never the
-# backtick, which is Markdown's code mark.
-_SPACING_ACCENTS = {"¨": "\u0308", "´": "\u0301", "ˆ": "\u0302", "˜": "\u0303", "ˇ": "\u030c", "¸": "\u0327",
-                    "˘": "\u0306", "˚": "\u030a", "ˋ": "\u0300"}
-_ACCENT_THEN_LETTER = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
-_LETTER_THEN_ACCENT = re.compile(f"([^\\W\\d_])([{''.join(_SPACING_ACCENTS)}])(?![^\\W\\d_])")  # at a word's end
+# Hosts of code and data repositories, and how many path parts name a repository there.
+_REPOSITORY_HOSTS = {"github.com": 2, "gitlab.com": 2, "bitbucket.org": 2, "huggingface.co": 2, "zenodo.org": 2,
+                     "codeberg.org": 2}
+_REPOSITORY_LINK = re.compile(
+    r"(?:https?://|(?<![\w.@/-]))(?:www\.)?(?P<host>" + "|".join(map(re.escape, _REPOSITORY_HOSTS)) +
+    r")/(?P<path>[A-Za-z0-9_.~-]+(?:/[A-Za-z0-9_.~-]+)*)", re.I)
+_MAX_LINKS = 5
 
 
-def _spelt(text: str) -> str:
-    """Text as it is spelt: ligatures spelt out, and each spacing accent composed with the letter after
-    it (``Kl¨umper`` → ``Klümper``), or with the one before it at the end of a word (``Tesanovic´``)."""
-    def composed(letter: str, accent: str) -> str:
-        return unicodedata.normalize("NFC", letter + _SPACING_ACCENTS[accent])
-
-    text = _ACCENT_THEN_LETTER.sub(lambda m: composed(m[2], m[1]), text.translate(_LIGATURES))
-    return _LETTER_THEN_ACCENT.sub(lambda m: composed(m[1], m[2]), text)
-
-
-def _clean_passage(text: str) -> str:
-    """Raw text on one line (already ``_spelt``), words hyphenated at a line end joined."""
-    return " ".join(re.sub(r"(?<=[^\W\d_])-\n(?=[a-z])", "", text).split())
-
-
-def _page_blocks(page: "pymupdf.Page") -> list[str]:
-    """The texts of a page's text blocks, in the text layer's order: joined, they are its raw text.
-    Their text is ``_spelt``; a glyph without a Unicode mapping is left out (MuPDF's default would give its
-    code as a letter: CMEX's ∑ as "X"); the converted text recovers those by name (``_PageGlyphs``)."""
-    import pymupdf
-
-    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
-    return [_spelt(block[4]).replace(_UNKNOWN_GLYPH, "")
-            for block in page.get_text("blocks", flags=flags) if block[6] == 0]
-
-
-def _passages(page_blocks: Sequence[Sequence[str]]) -> tuple[Passage, ...]:
-    """Every text block of the paper as a Passage, with its offset in the raw text."""
-    passages, offset = [], 0
-    for page, blocks in enumerate(page_blocks, start=1):
-        for block in blocks:
-            if text := _clean_passage(block):
-                passages.append(Passage(page, offset, text))
-            offset += len(block)
-    return tuple(passages)
-
-
-def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overview | None:
-    """The overview of a paper from its outline placed in the raw text of its pages, or None
-    when the outline has too few entries (then only the converted text can tell the sections)."""
-    if len(outline) < _MIN_OUTLINE_ENTRIES:
-        return None
-    lines, page_starts, offset = [], [], 0
-    for page_text in page_texts:
-        page_starts.append(offset)
-        for raw in page_text.splitlines(keepends=True):
-            if raw.strip():
-                lines.append(_Line(offset, " ".join(raw.split()), True))
-            offset += len(raw)
-    source = _Text("".join(page_texts), lines, page_starts)
-    return _overview(source.text, _sections_in(source, outline), page_count, len(page_texts), estimated=True)
-
-
-def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
-    """The overview of a PDF from its structure and raw text layer, in milliseconds (``read_structure``).
-
-    Covers the first ``max_pages`` pages (default: the whole paper, up to
-    ``_MAX_STRUCTURE_PAGES``).  Returns None when it has too few sections:
-    then only the converted text (``find_sections``) can tell them.  Sizes are
-    those of the raw text, which estimate the converted text's (whose reading
-    order can differ).  Raises ArxivError for PDFs that cannot be opened.
-    """
-    with _opened(data) as doc:
-        return read_structure(doc, max_pages).skim
+def repository_links(markdown: str, limit: int | None = _MAX_LINKS) -> list[tuple[int, str]]:
+    """Distinct code and data repository links in the text: (offset, URL) in
+    order of first appearance, at most ``limit``.  A link is cut to the repository
+    (``github.com/owner/repo``; on Hugging Face ``datasets/owner/name`` too)."""
+    seen: dict[str, int] = {}
+    for m in _REPOSITORY_LINK.finditer(markdown):
+        host = m["host"].lower()
+        parts = [p for p in m["path"].rstrip(".").split("/") if p]
+        depth = _REPOSITORY_HOSTS[host] + (1 if host == "huggingface.co" and parts[0] in ("datasets", "spaces")
+                                           else 0)
+        if len(parts) < depth or parts[0] in ("docs", "blog", "about", "features", "topics"):
+            continue
+        url = f"https://{host}/{'/'.join(parts[:depth])}".removesuffix(".git")
+        if url.lower() not in {u.lower() for u in seen}:
+            seen[url] = m.start()
+    return sorted((offset, url) for url, offset in seen.items())[:limit]
 
 
 # ---------------------------------------------------------------------------
-# Figures, tables and equations: captions, layout regions, clean text where the PDF text fails, images
+# Figures, tables and equations: captions, layout regions, glyphs without Unicode
 # ---------------------------------------------------------------------------
 
 # A caption is a text block that starts with its printed label: "Figure 1:", "Fig. 1.", "FIG. 1.", "TABLE I.",
@@ -1752,17 +1687,7 @@ _VISUAL_REQUEST = re.compile(
 _VISUAL_KINDS = {"f": "Figure", "t": "Table", "e": "Equation"}  # by the request's first letter
 _CAPTION_START = 110  # characters of a caption the overview shows
 
-# Rendering: readable for a vision model, no larger than needed.
-_IMAGE_DPI = 150
-_IMAGE_LONG_SIDE = 1_568  # pixels: larger images are scaled down by the client anyway (Claude's limit)
-_IMAGE_BYTES = 300_000  # a PNG over this is sent as JPEG, then smaller
-_MAX_IMAGES = 4  # images in one answer
 _EQUATION_CANDIDATES = 3  # pages converted to find an equation whose number ends a line of their raw text
-_ANSWER_IMAGE_BYTES = 1_000_000  # bytes of images in one answer (base64 makes them a third more on the wire)
-_JPEG_QUALITY = 80
-_SHRINK_STEP = 0.75  # the scale of each smaller try of an image over the byte cap: a quarter smaller
-_MIN_IMAGE_SIDE = 64  # pixels: an image this small is unreadable, so it is sent as it is rather than shrunk
-_REGION_MARGIN = 4  # points around a region, so that no stroke at its edge is cut
 
 # The layout's boxes are joined into one region when they are this close (points): the panels of a sub-figure
 # grid, the rows of a multi-row equation.
@@ -1986,6 +1911,10 @@ class _PageGlyphs:
         return [c[4] for part in self._inside(bbox) for c in part if c[5]]
 
 
+# ---------------------------------------------------------------------------
+# Page conversion and repair: one page in clean Markdown, with its regions
+# ---------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class PageMarkdown:
     """One converted page: its clean Markdown and the figures, tables and equations the layout found on it."""
@@ -2166,6 +2095,40 @@ def _repaired(pdf_page: "pymupdf.Page", page: int, markdown: str, boxes: Sequenc
     return PageMarkdown(text, tuple(regions))
 
 
+def _page_markdown(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
+    """One page in clean Markdown, with its figures, tables and equations (``_repaired``), from one
+    conversion: pymupdf4llm's layout mode, no OCR, no page footer."""
+    import pymupdf4llm
+
+    pdf_page = _pdf_page(doc, page)
+    # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
+    with contextlib.redirect_stdout(sys.stderr):
+        chunk = pymupdf4llm.to_markdown(doc, pages=[pdf_page.number], use_ocr=False, footer=False,
+                                        show_progress=False, page_chunks=True)[0]
+    return _repaired(pdf_page, page, chunk["text"], chunk.get("page_boxes") or ())
+
+
+def convert_page(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
+    """One page of an open PDF in clean Markdown (``_page_markdown``), with MuPDF's lock held
+    by the caller.  Never raises: a page that fails to convert becomes a note with its raw text layer,
+    marked ``fallback``, and costs only itself; the failure is logged (its traceback at debug level)."""
+    try:
+        return _page_markdown(doc, page)
+    except Exception as error:
+        log.warning("page %d could not be converted: %s", page, type(error).__name__)
+        log.debug("details of the page's failure", exc_info=error)
+    raw = "".join(_guarded(f"the text layer of page {page}", lambda: _page_blocks(_pdf_page(doc, page)), []))
+    return PageMarkdown(f"*[Page {page} could not be converted; its plain text follows.]*\n\n{raw.strip()}\n\n",
+                        fallback=True)
+
+
+# ---------------------------------------------------------------------------
+# The structure pass and the paper's text: one path for the server and the plain functions
+# ---------------------------------------------------------------------------
+
+_MIN_TEXT_CHARS = 200  # fewer characters of text in a whole PDF means a scanned paper
+_MAX_STRUCTURE_PAGES = 300  # pages the structure pass reads (a few ms each); a longer PDF is a book or a thesis
+_SCANNED = "The PDF has no text layer (it is a scan); this server does not run OCR."
 _EQUATION_REFERENCE = re.compile(r"(?:\b(?:eqs?|equations?|and|to|in|of|see)\.?|[,–-])\s*$", re.I)
 
 
@@ -2227,6 +2190,136 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
                      _guarded("the captions", lambda: _captions(blocks), ()),
                      _guarded("the equation pages", lambda: _equation_pages(texts), {}))
 
+
+def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overview | None:
+    """The overview of a paper from its outline placed in the raw text of its pages, or None
+    when the outline has too few entries (then only the converted text can tell the sections)."""
+    if len(outline) < _MIN_OUTLINE_ENTRIES:
+        return None
+    lines, page_starts, offset = [], [], 0
+    for page_text in page_texts:
+        page_starts.append(offset)
+        for raw in page_text.splitlines(keepends=True):
+            if raw.strip():
+                lines.append(_Line(offset, " ".join(raw.split()), True))
+            offset += len(raw)
+    source = _Text("".join(page_texts), lines, page_starts)
+    return _overview(source.text, _sections_in(source, outline), page_count, len(page_texts), estimated=True)
+
+
+def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
+    """The overview of a PDF from its structure and raw text layer, in milliseconds (``read_structure``).
+
+    Covers the first ``max_pages`` pages (default: the whole paper, up to
+    ``_MAX_STRUCTURE_PAGES``).  Returns None when it has too few sections:
+    then only the converted text (``find_sections``) can tell them.  Sizes are
+    those of the raw text, which estimate the converted text's (whose reading
+    order can differ).  Raises ArxivError for PDFs that cannot be opened.
+    """
+    with _opened(data) as doc:
+        return read_structure(doc, max_pages).skim
+
+
+@dataclass(frozen=True)
+class PdfText:
+    """A PDF converted to Markdown, one string per page up to the last converted one."""
+
+    pages: tuple[str, ...]
+    page_count: int  # pages in the PDF; more than len(pages) when the page cap cut
+    outline: "Outline"  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
+    missing: frozenset[int] = frozenset()  # pages (from 1) not converted yet, whose strings are empty
+    regions: tuple["Region", ...] = ()  # the figures, tables and equations of the converted pages
+
+    @property
+    def markdown(self) -> str:
+        return "".join(self.pages)
+
+
+def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
+    """Convert PDF bytes to Markdown with pymupdf4llm, in memory, page by page: the structure
+    pass (``read_structure``), then each of the first ``max_pages`` pages (default:
+    ``SETTINGS.max_pages``) through ``convert_page``, as the server does.
+
+    No OCR and no page footers (page numbers); a page that fails to convert is its raw text with a
+    note.  MuPDF's lock is taken for one page at a time, so other threads' work goes between pages.
+    Raises ArxivError for corrupt, encrypted or empty PDFs and for PDFs without a text layer (scans).
+    Nothing is written to disk or stdout.
+    """
+    pages: list[PageMarkdown] = []
+    with _opened(data) as doc:
+        structure = read_structure(doc)
+        last = min(structure.page_count, max(1, SETTINGS.max_pages if max_pages is None else max_pages))
+        for page in range(1, last + 1):
+            with _PDF_LOCK:
+                pages.append(convert_page(doc, page))
+    return PdfText(tuple(page.markdown for page in pages), structure.page_count, structure.outline,
+                   regions=tuple(region for page in pages for region in page.regions))
+
+
+@dataclass(frozen=True)
+class PaperText:
+    """A converted paper: its Markdown, its sections and how much of the PDF it covers."""
+
+    markdown: str
+    sections: tuple[Section, ...]
+    page_count: int
+    pages_converted: int
+    complete: bool = True  # False for the pages converted so far, while the conversion goes on
+    missing: frozenset[int] = frozenset()  # pages (from 1) before the last converted one that are not converted
+
+    @classmethod
+    def from_pdf(cls, pdf: PdfText, paper_title: str = "", complete: bool = True) -> "PaperText":
+        """Find the sections and rewrite each one's heading line as a Markdown
+        heading of its level (``## 2 Methods``, ``### 2.1 Data``): the
+        converter's heading levels vary from page to page.  A section found
+        without a heading line (a bare reference list) gets one inserted."""
+        markdown = pdf.markdown
+        page_starts = list(itertools.accumulate(map(len, pdf.pages[:-1]), initial=0))
+        parts, placed, position, length = [], [], 0, 0
+        for section in find_sections(markdown, pdf.outline, paper_title, page_starts, pdf.missing):
+            line_end = markdown.find("\n", section.start)
+            line_end = len(markdown) if line_end < 0 else line_end
+            heading = f"{'#' * min(6, section.level + 1)} {section.label}"
+            if _match_key(section.title) not in _match_key(markdown[section.start:line_end]):
+                line_end, heading = section.start, heading + "\n\n"
+            parts += [markdown[position:section.start], heading]
+            length += section.start - position
+            placed.append(dataclasses.replace(section, start=length))
+            length += len(heading)
+            position = line_end
+        parts.append(markdown[position:])
+        text = "".join(parts)
+        return cls(text, tuple(_with_ends(placed, len(text))), pdf.page_count, len(pdf.pages) - len(pdf.missing),
+                   complete, pdf.missing)
+
+    def body(self, section: Section) -> str:
+        return self.markdown[section.start:section.end].strip()
+
+    def is_whole(self, section: Section) -> bool:
+        """Whether the text holds all of ``section``: the text is complete, or the heading
+        after it (of the same or a higher level) is converted and so is every page between."""
+        if self.complete:
+            return True
+        index = self.sections.index(section)
+        later = next((s for s in self.sections[index + 1:] if s.level <= section.level), None)
+        return later is not None and not any(page in self.missing for page in range(section.page, later.page + 1))
+
+    @property
+    def page_note(self) -> str:
+        if self.pages_converted < self.page_count:
+            return (f"The full text shows the first {self.pages_converted} of {self.page_count} pages "
+                    "(ARXIV_MAX_PAGES); read the sections after them with `section`.")
+        return ""
+
+
+def overview_of(text: PaperText) -> Overview:
+    """The Overview of a converted paper, from its Markdown."""
+    return _overview(text.markdown, text.sections, text.page_count, text.pages_converted)
+
+
+# ---------------------------------------------------------------------------
+# The read request: the tool's `section` and `find`, parsed once
+# ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class VisualRequest:
@@ -2310,6 +2403,23 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
     return ReadRequest(Mode.SECTIONS, tuple(sections), tuple(dict.fromkeys(visuals)))
 
 
+# ---------------------------------------------------------------------------
+# Images: a region of a page, rendered for a vision model
+# ---------------------------------------------------------------------------
+
+# Rendering: readable for a vision model, no larger than needed.
+_IMAGE_DPI = 150
+_IMAGE_LONG_SIDE = 1_568  # pixels: larger images are scaled down by the client anyway (Claude's limit)
+_IMAGE_BYTES = 300_000  # a PNG over this is sent as JPEG, then smaller
+_MAX_IMAGES = 4  # images in one answer
+
+_ANSWER_IMAGE_BYTES = 1_000_000  # bytes of images in one answer (base64 makes them a third more on the wire)
+_JPEG_QUALITY = 80
+_SHRINK_STEP = 0.75  # the scale of each smaller try of an image over the byte cap: a quarter smaller
+_MIN_IMAGE_SIDE = 64  # pixels: an image this small is unreadable, so it is sent as it is rather than shrunk
+_REGION_MARGIN = 4  # points around a region, so that no stroke at its edge is cut
+
+
 @dataclass(frozen=True)
 class Image:
     """A rendered region of a page."""
@@ -2367,141 +2477,8 @@ def render_region(pdf: bytes, page: int, bbox: Sequence[float]) -> bytes:
 
 
 # ---------------------------------------------------------------------------
-# Formatting and caps
+# Research moves: the reference list and the ids it cites, BibTeX, finding passages
 # ---------------------------------------------------------------------------
-
-ERROR = "**Error:**"  # how every error answer of the tool begins
-_TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
-_OVERVIEW_TARGET = 4_000
-_OVERVIEW_LIMIT = 8_000
-# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time: (the authors' affiliations shown,
-# the deepest section level whose first sentence is shown, characters of each caption shown; 0: labels only).
-_OVERVIEW_LADDER = ((True, 9, _CAPTION_START), (False, 9, _CAPTION_START), (False, 1, _CAPTION_START),
-                    (False, 1, _CAPTION_START // 2), (False, 0, 0))
-_CUT_WITHIN = 0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
-_ECHOED = 80  # characters of the caller's input that an error message repeats
-_MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
-
-
-def truncate(text: str, limit: int) -> tuple[str, bool]:
-    """Cut ``text`` to at most ``limit`` characters at a paragraph or line break
-    when one is near, never inside a word when avoidable.  Returns the text and
-    whether it was cut."""
-    if len(text) <= limit:
-        return text, False
-    cut = text[:limit]
-    for separator in ("\n\n", "\n", " "):
-        position = cut.rfind(separator)
-        if position >= limit * _CUT_WITHIN:
-            return cut[:position].rstrip(), True
-    return cut, True
-
-
-def _thousands(n: int) -> str:
-    """``12345`` -> ``"12,345"``."""
-    return f"{n:,}"
-
-
-def _estimate(chars: int) -> int:
-    """An estimated size, rounded to what it is worth: to hundreds (tens below 1,000)."""
-    return round(chars, -2 if chars >= 1_000 else -1)
-
-
-def _chars(chars: int, estimated: bool = False) -> str:
-    """``"15,759 chars"``; an estimate is rounded and marked: ``"≈15,800 chars"``."""
-    return f"≈{_thousands(_estimate(chars))} chars" if estimated else f"{_thousands(chars)} chars"
-
-
-def _size(chars: int, estimated: bool = False) -> str:
-    """``"15,759 chars, ~3,940 tokens"``, or an estimate: ``"≈15,800 chars, ~3,950 tokens"``."""
-    tokens = round((_estimate(chars) if estimated else chars) * _TOKENS_PER_CHAR)
-    return f"{_chars(chars, estimated)}, ~{_thousands(tokens)} tokens"
-
-
-def _authors(authors: Sequence[Author], affiliations: bool = True) -> str:
-    """Every author's name, with affiliations if asked; past ``_MAX_AUTHORS_SHOWN`` (a collaboration)
-    the rest are counted."""
-    shown = [author.name + (f" ({'; '.join(author.affiliations)})" if affiliations and author.affiliations else "")
-             for author in authors[:_MAX_AUTHORS_SHOWN]]
-    more = len(authors) - _MAX_AUTHORS_SHOWN
-    return ", ".join(shown) + (f", and {more} more ({len(authors)} authors)" if more > 0 else "")
-
-
-_WITHDRAWN = re.compile(r"\b(?:(?:paper|article|submission|version|manuscript|preprint) (?:has been|is|was) "
-                        r"withdrawn|withdrawn by (?:the )?authors?|withdrawn due to)\b", re.I)
-
-
-def withdrawal_notice(paper: Paper) -> str:
-    """A warning line when the metadata says this version was withdrawn, else "".
-
-    arXiv keeps a withdrawn version's metadata; its comment (or abstract) says
-    so, and its PDF may be a one-page notice.  An earlier version, when there
-    is one, still has the content.
-    """
-    reason = next((t for t in (paper.comment, paper.abstract) if _WITHDRAWN.search(t)), "")
-    if not reason:
-        return ""
-    notice = f"> **This version was withdrawn by its authors:** {truncate(reason, 300)[0]}"
-    base, version = _split_version(paper.arxiv_id)
-    if version and version > 1:
-        notice += (f"\n> The last version with content is probably v{version - 1}: "
-                   f'read it with `paper="{base}v{version - 1}"`.')
-    return notice
-
-
-# Hosts of code and data repositories, and how many path parts name a repository there.
-_REPOSITORY_HOSTS = {"github.com": 2, "gitlab.com": 2, "bitbucket.org": 2, "huggingface.co": 2, "zenodo.org": 2,
-                     "codeberg.org": 2}
-_REPOSITORY_LINK = re.compile(
-    r"(?:https?://|(?<![\w.@/-]))(?:www\.)?(?P<host>" + "|".join(map(re.escape, _REPOSITORY_HOSTS)) +
-    r")/(?P<path>[A-Za-z0-9_.~-]+(?:/[A-Za-z0-9_.~-]+)*)", re.I)
-_MAX_LINKS = 5
-
-
-def repository_links(markdown: str, limit: int | None = _MAX_LINKS) -> list[tuple[int, str]]:
-    """Distinct code and data repository links in the text: (offset, URL) in
-    order of first appearance, at most ``limit``.  A link is cut to the repository
-    (``github.com/owner/repo``; on Hugging Face ``datasets/owner/name`` too)."""
-    seen: dict[str, int] = {}
-    for m in _REPOSITORY_LINK.finditer(markdown):
-        host = m["host"].lower()
-        parts = [p for p in m["path"].rstrip(".").split("/") if p]
-        depth = _REPOSITORY_HOSTS[host] + (1 if host == "huggingface.co" and parts[0] in ("datasets", "spaces")
-                                           else 0)
-        if len(parts) < depth or parts[0] in ("docs", "blog", "about", "features", "topics"):
-            continue
-        url = f"https://{host}/{'/'.join(parts[:depth])}".removesuffix(".git")
-        if url.lower() not in {u.lower() for u in seen}:
-            seen[url] = m.start()
-    return sorted((offset, url) for url, offset in seen.items())[:limit]
-
-
-def format_metadata(paper: Paper, extra: Sequence[str] = (), affiliations: bool = True) -> str:
-    """The ``# arXiv Paper`` header with ``## Metadata`` (plus ``extra`` lines)
-    and ``## Abstract``; a withdrawn version gets a warning at the top."""
-    notice = withdrawal_notice(paper)
-    lines = [
-        "# arXiv Paper",
-        *(["", notice] if notice else []),
-        "",
-        "## Metadata",
-        f"- **Title:** {paper.title}",
-        f"- **Authors:** {_authors(paper.authors, affiliations)}",
-        f"- **arXiv ID:** {paper.arxiv_id}",
-        f"- **Categories:** {paper.primary_category} (primary)"
-        + "".join(f", {c}" for c in paper.categories if c != paper.primary_category),
-        f"- **Published:** {paper.published} · **Updated:** {paper.updated}",
-        f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})",
-    ]
-    if paper.dois:
-        lines.append(f"- **DOI:** {', '.join(paper.dois)}")
-    if paper.journal_ref:
-        lines.append(f"- **Journal ref:** {paper.journal_ref}")
-    if paper.comment:
-        lines.append(f"- **Comment:** {paper.comment}")
-    lines += [*extra, "", "## Abstract", paper.abstract or "(no abstract)"]
-    return "\n".join(lines)
-
 
 # Following references: the entries of a reference list and the arXiv ids it cites.
 _BRACKETED_ENTRY = re.compile(r"(?:^|\s)\[([0-9]{1,3})\]\s", re.M)  # [12] Author ...
@@ -2633,65 +2610,175 @@ def format_bibtex(paper: Paper) -> str:
     return f"@misc{{{bibtex_key(paper)},\n{body}}}"
 
 
-@dataclass(frozen=True)
-class PaperText:
-    """A converted paper: its Markdown, its sections and how much of the PDF it covers."""
+# Finding a passage: words or "quoted phrases" in the raw text's paragraphs.
+_FIND_PASSAGES = 8  # passages in one answer
+_FIND_CHARS = 6_000  # characters of passages in one answer
+_PASSAGE_WINDOW = 600  # characters of a long paragraph shown around its first match
 
-    markdown: str
-    sections: tuple[Section, ...]
-    page_count: int
-    pages_converted: int
-    complete: bool = True  # False for the pages converted so far, while the conversion goes on
-    missing: frozenset[int] = frozenset()  # pages (from 1) before the last converted one that are not converted
 
-    @classmethod
-    def from_pdf(cls, pdf: PdfText, paper_title: str = "", complete: bool = True) -> "PaperText":
-        """Find the sections and rewrite each one's heading line as a Markdown
-        heading of its level (``## 2 Methods``, ``### 2.1 Data``): the
-        converter's heading levels vary from page to page.  A section found
-        without a heading line (a bare reference list) gets one inserted."""
-        markdown = pdf.markdown
-        page_starts = list(itertools.accumulate(map(len, pdf.pages[:-1]), initial=0))
-        parts, placed, position, length = [], [], 0, 0
-        for section in find_sections(markdown, pdf.outline, paper_title, page_starts, pdf.missing):
-            line_end = markdown.find("\n", section.start)
-            line_end = len(markdown) if line_end < 0 else line_end
-            heading = f"{'#' * min(6, section.level + 1)} {section.label}"
-            if _match_key(section.title) not in _match_key(markdown[section.start:line_end]):
-                line_end, heading = section.start, heading + "\n\n"
-            parts += [markdown[position:section.start], heading]
-            length += section.start - position
-            placed.append(dataclasses.replace(section, start=length))
-            length += len(heading)
-            position = line_end
-        parts.append(markdown[position:])
-        text = "".join(parts)
-        return cls(text, tuple(_with_ends(placed, len(text))), pdf.page_count, len(pdf.pages) - len(pdf.missing),
-                   complete, pdf.missing)
+def _fold(text: str) -> tuple[str, list[int]]:
+    """``text`` in lower case without accents, with the index in ``text`` of each character."""
+    folded, where = [], []
+    for index, ch in enumerate(text):
+        for part in unicodedata.normalize("NFKD", ch):
+            if not unicodedata.combining(part):
+                folded.append(part.casefold())
+                where.extend([index] * len(part.casefold()))
+    return "".join(folded), where
 
-    def body(self, section: Section) -> str:
-        return self.markdown[section.start:section.end].strip()
 
-    def is_whole(self, section: Section) -> bool:
-        """Whether the text holds all of ``section``: the text is complete, or the heading
-        after it (of the same or a higher level) is converted and so is every page between."""
-        if self.complete:
-            return True
-        index = self.sections.index(section)
-        later = next((s for s in self.sections[index + 1:] if s.level <= section.level), None)
-        return later is not None and not any(page in self.missing for page in range(section.page, later.page + 1))
+def _find_terms(query: str) -> list[re.Pattern[str]]:
+    """The patterns of a query: each "quoted phrase" as written, each other word at the start of a word."""
+    terms = []
+    for phrase, word in re.findall(r'"([^"]+)"|(\S+)', query):
+        folded = _fold(" ".join((phrase or word.strip(".,;:!?()[]'")).split()))[0]
+        if folded:
+            terms.append(re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, folded.split()))))
+    return terms
 
-    @property
-    def page_note(self) -> str:
-        if self.pages_converted < self.page_count:
-            return (f"The full text shows the first {self.pages_converted} of {self.page_count} pages "
-                    "(ARXIV_MAX_PAGES); read the sections after them with `section`.")
+
+def _matches_in(passage: Passage, terms: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
+    """The spans of ``passage.text`` that the terms match, or [] unless every term matches."""
+    folded, where = _fold(passage.text)
+    spans = []
+    for term in terms:
+        found = [(where[m.start()], where[m.end() - 1] + 1) for m in term.finditer(folded)]
+        if not found:
+            return []
+        spans += found
+    return sorted(spans)
+
+
+def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` (a window of a passage) with its matches in bold, around the first one; matches that
+    only white space parts are one bold run (``**Drude weight**``: fewer marks, and the phrase stays
+    findable in the answer)."""
+    start = max(0, spans[0][0] - _PASSAGE_WINDOW // 3)
+    end = min(len(text), start + _PASSAGE_WINDOW)
+    runs: list[tuple[int, int]] = []
+    for left, right in spans:
+        if runs and runs[-1][1] <= left and not text[runs[-1][1]:left].strip():
+            runs[-1] = (runs[-1][0], right)
+        else:
+            runs.append((left, right))
+    out, position = [], start
+    for left, right in runs:
+        if left < position or right > end:
+            continue
+        out += [text[position:left], f"**{text[left:right]}**"]
+        position = right
+    out.append(text[position:end])
+    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+# ---------------------------------------------------------------------------
+# Answers: formatting and caps
+# ---------------------------------------------------------------------------
+
+ERROR = "**Error:**"  # how every error answer of the tool begins
+_TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
+_OVERVIEW_TARGET = 4_000
+_OVERVIEW_LIMIT = 8_000
+# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time: (the authors' affiliations shown,
+# the deepest section level whose first sentence is shown, characters of each caption shown; 0: labels only).
+_OVERVIEW_LADDER = ((True, 9, _CAPTION_START), (False, 9, _CAPTION_START), (False, 1, _CAPTION_START),
+                    (False, 1, _CAPTION_START // 2), (False, 0, 0))
+_CUT_WITHIN = 0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
+_ECHOED = 80  # characters of the caller's input that an error message repeats
+_MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``limit`` characters at a paragraph or line break
+    when one is near, never inside a word when avoidable.  Returns the text and
+    whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    cut = text[:limit]
+    for separator in ("\n\n", "\n", " "):
+        position = cut.rfind(separator)
+        if position >= limit * _CUT_WITHIN:
+            return cut[:position].rstrip(), True
+    return cut, True
+
+
+def _thousands(n: int) -> str:
+    """``12345`` -> ``"12,345"``."""
+    return f"{n:,}"
+
+
+def _estimate(chars: int) -> int:
+    """An estimated size, rounded to what it is worth: to hundreds (tens below 1,000)."""
+    return round(chars, -2 if chars >= 1_000 else -1)
+
+
+def _chars(chars: int, estimated: bool = False) -> str:
+    """``"15,759 chars"``; an estimate is rounded and marked: ``"≈15,800 chars"``."""
+    return f"≈{_thousands(_estimate(chars))} chars" if estimated else f"{_thousands(chars)} chars"
+
+
+def _size(chars: int, estimated: bool = False) -> str:
+    """``"15,759 chars, ~3,940 tokens"``, or an estimate: ``"≈15,800 chars, ~3,950 tokens"``."""
+    tokens = round((_estimate(chars) if estimated else chars) * _TOKENS_PER_CHAR)
+    return f"{_chars(chars, estimated)}, ~{_thousands(tokens)} tokens"
+
+
+def _authors(authors: Sequence[Author], affiliations: bool = True) -> str:
+    """Every author's name, with affiliations if asked; past ``_MAX_AUTHORS_SHOWN`` (a collaboration)
+    the rest are counted."""
+    shown = [author.name + (f" ({'; '.join(author.affiliations)})" if affiliations and author.affiliations else "")
+             for author in authors[:_MAX_AUTHORS_SHOWN]]
+    more = len(authors) - _MAX_AUTHORS_SHOWN
+    return ", ".join(shown) + (f", and {more} more ({len(authors)} authors)" if more > 0 else "")
+
+
+_WITHDRAWN = re.compile(r"\b(?:(?:paper|article|submission|version|manuscript|preprint) (?:has been|is|was) "
+                        r"withdrawn|withdrawn by (?:the )?authors?|withdrawn due to)\b", re.I)
+
+
+def withdrawal_notice(paper: Paper) -> str:
+    """A warning line when the metadata says this version was withdrawn, else "".
+
+    arXiv keeps a withdrawn version's metadata; its comment (or abstract) says
+    so, and its PDF may be a one-page notice.  An earlier version, when there
+    is one, still has the content.
+    """
+    reason = next((t for t in (paper.comment, paper.abstract) if _WITHDRAWN.search(t)), "")
+    if not reason:
         return ""
+    notice = f"> **This version was withdrawn by its authors:** {truncate(reason, 300)[0]}"
+    base, version = _split_version(paper.arxiv_id)
+    if version and version > 1:
+        notice += (f"\n> The last version with content is probably v{version - 1}: "
+                   f'read it with `paper="{base}v{version - 1}"`.')
+    return notice
 
 
-def overview_of(text: PaperText) -> Overview:
-    """The Overview of a converted paper, from its Markdown."""
-    return _overview(text.markdown, text.sections, text.page_count, text.pages_converted)
+def format_metadata(paper: Paper, extra: Sequence[str] = (), affiliations: bool = True) -> str:
+    """The ``# arXiv Paper`` header with ``## Metadata`` (plus ``extra`` lines)
+    and ``## Abstract``; a withdrawn version gets a warning at the top."""
+    notice = withdrawal_notice(paper)
+    lines = [
+        "# arXiv Paper",
+        *(["", notice] if notice else []),
+        "",
+        "## Metadata",
+        f"- **Title:** {paper.title}",
+        f"- **Authors:** {_authors(paper.authors, affiliations)}",
+        f"- **arXiv ID:** {paper.arxiv_id}",
+        f"- **Categories:** {paper.primary_category} (primary)"
+        + "".join(f", {c}" for c in paper.categories if c != paper.primary_category),
+        f"- **Published:** {paper.published} · **Updated:** {paper.updated}",
+        f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})",
+    ]
+    if paper.dois:
+        lines.append(f"- **DOI:** {', '.join(paper.dois)}")
+    if paper.journal_ref:
+        lines.append(f"- **Journal ref:** {paper.journal_ref}")
+    if paper.comment:
+        lines.append(f"- **Comment:** {paper.comment}")
+    lines += [*extra, "", "## Abstract", paper.abstract or "(no abstract)"]
+    return "\n".join(lines)
 
 
 def format_overview(paper: Paper, overview: Overview | None, text_error: str | None = None,
@@ -2874,67 +2961,6 @@ def format_sections(paper: Paper, text: PaperText, selectors: Sequence[str], max
                    lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url)) + tail
 
 
-# Finding a passage: words or "quoted phrases" in the raw text's paragraphs.
-_FIND_PASSAGES = 8  # passages in one answer
-_FIND_CHARS = 6_000  # characters of passages in one answer
-_PASSAGE_WINDOW = 600  # characters of a long paragraph shown around its first match
-
-
-def _fold(text: str) -> tuple[str, list[int]]:
-    """``text`` in lower case without accents, with the index in ``text`` of each character."""
-    folded, where = [], []
-    for index, ch in enumerate(text):
-        for part in unicodedata.normalize("NFKD", ch):
-            if not unicodedata.combining(part):
-                folded.append(part.casefold())
-                where.extend([index] * len(part.casefold()))
-    return "".join(folded), where
-
-
-def _find_terms(query: str) -> list[re.Pattern[str]]:
-    """The patterns of a query: each "quoted phrase" as written, each other word at the start of a word."""
-    terms = []
-    for phrase, word in re.findall(r'"([^"]+)"|(\S+)', query):
-        folded = _fold(" ".join((phrase or word.strip(".,;:!?()[]'")).split()))[0]
-        if folded:
-            terms.append(re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, folded.split()))))
-    return terms
-
-
-def _matches_in(passage: Passage, terms: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
-    """The spans of ``passage.text`` that the terms match, or [] unless every term matches."""
-    folded, where = _fold(passage.text)
-    spans = []
-    for term in terms:
-        found = [(where[m.start()], where[m.end() - 1] + 1) for m in term.finditer(folded)]
-        if not found:
-            return []
-        spans += found
-    return sorted(spans)
-
-
-def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """``text`` (a window of a passage) with its matches in bold, around the first one; matches that
-    only white space parts are one bold run (``**Drude weight**``: fewer marks, and the phrase stays
-    findable in the answer)."""
-    start = max(0, spans[0][0] - _PASSAGE_WINDOW // 3)
-    end = min(len(text), start + _PASSAGE_WINDOW)
-    runs: list[tuple[int, int]] = []
-    for left, right in spans:
-        if runs and runs[-1][1] <= left and not text[runs[-1][1]:left].strip():
-            runs[-1] = (runs[-1][0], right)
-        else:
-            runs.append((left, right))
-    out, position = [], start
-    for left, right in runs:
-        if left < position or right > end:
-            continue
-        out += [text[position:left], f"**{text[left:right]}**"]
-        position = right
-    out.append(text[position:end])
-    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
-
-
 def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview: Overview | None = None,
                 within: Sequence[str] = ()) -> str:
     """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best
@@ -3052,7 +3078,6 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
 # ---------------------------------------------------------------------------
 # The library: one state per paper, its PDF work scheduled page by page, a bounded cache
 # ---------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class Reading:
