@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import html.parser
 import http.client
 import inspect
 import itertools
@@ -2318,6 +2319,464 @@ def overview_of(text: PaperText) -> Overview:
 
 
 # ---------------------------------------------------------------------------
+# arXiv's HTML: the authors' LaTeX, sections and tables from LaTeXML, read into the same text model
+# ---------------------------------------------------------------------------
+
+# The paper is the <article class="ltx_document"> element; everything around it is arXiv's site.  The rules
+# of what becomes of each LaTeXML element, by class (the first class of an element that has a rule wins):
+_LTX_SECTIONS = frozenset({"ltx_part", "ltx_chapter", "ltx_section", "ltx_subsection", "ltx_subsubsection",
+                           "ltx_appendix", "ltx_bibliography", "ltx_index"})  # nested: their depth is the level
+_LTX_DROPPED = frozenset({"ltx_ERROR",  # an unconverted macro (\AND): its name is no text of the paper
+                          "ltx_note_mark", "ltx_tag_note",  # a footnote's mark, written as [^N] instead
+                          "ltx_author_notes", "ltx_contact", "ltx_role_email", "ltx_role_affiliation",
+                          "ltx_role_address", "ltx_dates", "ltx_pagination", "ltx_page_navbar", "ltx_TOC",
+                          "ltx_listing_data", "ltx_page_footer", "ltx_page_logo"})
+# Headings that lead their first paragraph rather than open a section: (emphasis, the punctuation after them).
+_LTX_RUN_IN = {"ltx_title_paragraph": ("**", "."), "ltx_title_subparagraph": ("**", "."),
+               "ltx_title_theorem": ("**", "."), "ltx_title_proof": ("*", "."), "ltx_title_abstract": ("**", "."),
+               "ltx_title_keywords": ("**", ":"), "ltx_title_acknowledgements": ("**", ".")}
+_LTX_EQUATION_TAGS = frozenset({"ltx_tag_equation", "ltx_tag_equationgroup"})
+_LTX_EQUATION_NOT_MATH = frozenset({"ltx_eqn_center_padleft", "ltx_eqn_center_padright", "ltx_eqn_left_padleft",
+                                    "ltx_eqn_right_padright", "ltx_eqn_eqno"})  # cells of an equation row
+_HTML_BLOCKS = frozenset("address article aside blockquote dd div dl dt figcaption figure footer h1 h2 h3 h4 h5 h6 "
+                         "header li nav ol p pre section table tbody thead tfoot tr td th ul".split())
+_HTML_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+_HTML_SKIPPED = frozenset({"script", "style", "svg", "template", "button", "dialog", "form"})
+_MAX_HTML_DEPTH = 200  # elements open at once; LaTeXML nests a few dozen: deeper is hostile, refused before rendering
+_MAX_ERROR_SHARE = 0.25  # of paragraphs with an unconverted macro: past it words are missing all over, the PDF reads
+_NO_HTML = "No HTML for"  # arXiv's page for a paper without HTML (a PDF-only submission, a failed conversion)
+_FATAL = "Conversion to HTML had a Fatal error"  # what LaTeXML writes on a page whose conversion broke off
+_DISPLAYSTYLE = re.compile(r"^\s*\\displaystyle\b\s*")
+_TEX_CONTINUATION = re.compile(r"(?<!\\)%[^\n]*(?:\n\s*|$)")  # a "%" comment ending a source line; never "\%"
+
+
+@dataclass(eq=False)
+class _Node:
+    """An element of the article: its tag, classes, attributes and children (text or elements).
+    A ``math`` element keeps only its ``alttext`` (the LaTeX): its MathML is never read."""
+
+    tag: str
+    classes: frozenset[str]
+    attrs: dict[str, str]
+    children: list["_Node | str"] = dataclasses.field(default_factory=list)
+
+    def has(self, *names: str) -> bool:
+        return any(name in self.classes for name in names)
+
+    def find_all(self, test: Callable[["_Node"], bool]) -> Iterator["_Node"]:
+        """The elements below this one that pass ``test``, in document order, not below one that passed."""
+        stack = list(reversed(self.children))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Node):
+                if test(node):
+                    yield node
+                else:
+                    stack.extend(reversed(node.children))
+
+
+class _ArticleParser(html.parser.HTMLParser):
+    """Builds the tree of ``<article class="ltx_document">`` alone, with an explicit stack (no recursion), math
+    kept as its LaTeX, and nothing of scripts, styles and SVG.  Records whether the article ended (a truncated
+    body does not) and raises ArxivError past ``_MAX_HTML_DEPTH`` open elements."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.article: _Node | None = None
+        self.closed = False
+        self.stack: list[_Node] = []
+        self.ignored: list[str] = []  # the open elements whose content is not read (math, scripts)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.closed or tag in _HTML_VOID and tag != "br":
+            return
+        values = {name: value or "" for name, value in attrs}
+        node = _Node(tag, frozenset(values.get("class", "").split()), values)
+        if self.ignored:
+            if tag == self.ignored[-1]:
+                self.ignored.append(tag)  # a nested one of the same kind: its end must not end the outer
+            return
+        if not self.stack:
+            if tag == "article" and "ltx_document" in node.classes and self.article is None:
+                self.article = node
+                self.stack.append(node)
+            return
+        if tag in _HTML_SKIPPED or tag == "math":
+            if tag == "math":
+                self.stack[-1].children.append(node)
+            self.ignored.append(tag)
+            return
+        self.stack[-1].children.append(node)
+        if tag != "br":
+            if len(self.stack) >= _MAX_HTML_DEPTH:
+                raise ArxivError(f"The HTML nests deeper than {_MAX_HTML_DEPTH} elements.")
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in _HTML_VOID:
+            self.handle_endtag(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.ignored:
+            if tag == self.ignored[-1]:
+                self.ignored.pop()
+            return
+        for depth in range(len(self.stack) - 1, -1, -1):  # an unclosed element ends with its parent
+            if self.stack[depth].tag == tag:
+                del self.stack[depth:]
+                self.closed = not self.stack
+                return
+
+    def handle_data(self, data: str) -> None:
+        if self.stack and not self.ignored:
+            self.stack[-1].children.append(data)
+
+
+@dataclass(frozen=True)
+class HtmlPaper:
+    """A paper read from arXiv's HTML: its text in the one text model (``PaperText``, no pages), the
+    passages ``find`` searches, the figure and table captions, and each numbered equation's LaTeX."""
+
+    text: "PaperText"
+    passages: tuple["Passage", ...]
+    captions: tuple[Caption, ...]
+    equations: dict[str, str]  # number → its "$$…$$" line
+
+
+def _tex(alttext: str) -> str:
+    """A formula's LaTeX as the authors wrote it, on one line: no source-line comments, no leading
+    ``\\displaystyle`` (LaTeXML adds it to the cells of displayed equations)."""
+    return " ".join(_DISPLAYSTYLE.sub("", _TEX_CONTINUATION.sub("", alttext)).split())
+
+
+def _bracketed_number(tag: str) -> str:
+    """An equation's number from its tag: "(3)" → "3"."""
+    return tag.strip().strip("()").strip()
+
+
+class _LatexmlWriter:
+    """Writes an article's tree as Markdown blocks, recording its sections, captions, equations and
+    footnotes on the way.  Recursion follows the tree, which the parser keeps under ``_MAX_HTML_DEPTH``."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.headings: dict[int, tuple[str, str, int]] = {}  # block index → (number, title, level)
+        self.captions: list[Caption] = []
+        self.equations: dict[str, str] = {}
+        self.notes: list[str] = []  # footnotes of the block being written, put after it
+        self.note_count = 0
+        self.run_in = ""  # a run-in heading waiting for its paragraph
+        self.paragraphs = self.paragraphs_with_errors = 0
+
+    # Blocks
+
+    def emit(self, text: str) -> None:
+        text = text.strip()
+        if self.run_in and text:
+            text, self.run_in = f"{self.run_in} {text}", ""
+        if text:
+            self.blocks.append(text)
+        if self.notes:
+            self.blocks.append("\n".join(self.notes))
+            self.notes = []
+
+    def block(self, node: _Node, level: int) -> None:
+        """Write ``node`` and what it holds as blocks; ``level`` is its section depth."""
+        if node.has(*_LTX_DROPPED):
+            return
+        if node.has(*_LTX_SECTIONS):
+            self.section(node, level + 1)
+        elif node.tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            self.heading(node, level)
+        elif node.has("ltx_authors"):
+            names = [self.text(n).strip(" ,") for n in node.find_all(lambda n: n.has("ltx_personname"))]
+            self.emit(", ".join(name for name in names if name))
+        elif node.has("ltx_eqn_table"):
+            self.equation_table(node)
+        elif node.tag == "figure" or node.has("ltx_figure", "ltx_table", "ltx_float"):
+            self.figure(node, level)
+        elif node.has("ltx_tabular"):
+            self.emit(self.table(node))
+        elif node.has("ltx_itemize", "ltx_enumerate", "ltx_description"):
+            self.emit(self.listing(node))
+        elif node.has("ltx_bibitem"):
+            self.emit(self.bibitem(node))
+        elif node.has("ltx_listing") or node.tag == "pre":
+            lines = [self.inline(n) for n in node.find_all(lambda n: n.has("ltx_listingline"))]
+            self.emit("```\n" + "\n".join(lines or [self.text(node)]) + "\n```")
+        elif node.tag == "p" or not any(isinstance(c, _Node) and self.is_block(c) for c in node.children):
+            self.paragraph(node)
+        else:
+            self.mixed(node, level)
+
+    def mixed(self, node: _Node, level: int) -> None:
+        """A container of blocks and loose inline content: each run of inline content is a paragraph."""
+        run: list[_Node | str] = []
+        for child in [*node.children, None]:
+            if child is None or isinstance(child, _Node) and self.is_block(child):
+                if run:
+                    self.paragraph(_Node("p", frozenset(), {}, run))
+                run = []
+                if child is not None:
+                    self.block(child, level)
+            else:
+                run.append(child)
+
+    def is_block(self, node: _Node) -> bool:
+        return node.tag in _HTML_BLOCKS or node.has(*_LTX_SECTIONS, "ltx_eqn_table", "ltx_para", "ltx_tabular") \
+            and node.tag != "span"
+
+    def paragraph(self, node: _Node) -> None:
+        text = " ".join(self.inline(node).split())
+        if text:
+            self.paragraphs += 1
+            errors = sum(1 for _ in node.find_all(lambda n: n.has("ltx_ERROR")))
+            self.paragraphs_with_errors += bool(errors)
+        self.emit(text)
+
+    def section(self, node: _Node, level: int) -> None:
+        for child in node.children:
+            if isinstance(child, _Node):
+                self.block(child, level)
+
+    def heading(self, node: _Node, level: int) -> None:
+        """A section's heading as ``## 3 Title``, a run-in one as the bold start of its paragraph,
+        the document's title as ``# Title``."""
+        if run_in := next((form for name, form in _LTX_RUN_IN.items() if name in node.classes), None):
+            emphasis, stop = run_in
+            title = self.text(node).rstrip(".:")
+            self.run_in = f"{emphasis}{title}{'' if title[-1:] in '?!' else stop}{emphasis}" if title else ""
+            return
+        if node.has("ltx_title_document"):
+            self.emit(f"# {self.text(node)}")
+            return
+        tag = next(node.find_all(lambda n: n.has("ltx_tag")), None)
+        number = self.text(tag)
+        number = re.sub(r"^(?:appendix|chapter|part)\s+", "", number, flags=re.I).rstrip(".:")
+        title = " ".join(self.inline(node, skip=tag, emphasis=False).split())
+        if node.has("ltx_title_bibliography") and not title:
+            title = "References"
+        self.headings[len(self.blocks)] = (number, title, max(1, level))
+        self.blocks.append(f"{'#' * min(6, level + 1)} {f'{number} {title}'.strip()}")
+
+    def figure(self, node: _Node, level: int) -> None:
+        """A figure or table with its own numbered caption is one entry: the figure's line (how to see it as
+        an image) or the table as Markdown, then its caption, the panels' captions part of it.  Without one,
+        what it holds is read as blocks (subfigures numbered on their own, an unnumbered float)."""
+        caption = next((c for c in node.children if isinstance(c, _Node) and c.tag == "figcaption"), None)
+        tag = caption and next(caption.find_all(lambda n: n.has("ltx_tag_figure", "ltx_tag_table")), None)
+        label = _CAPTION_LABEL.match(" ".join(self.inline(tag).split()) + ":") if tag else None
+        if caption is None or label is None:
+            self.mixed(node, level)
+            return
+        kind, number = _kind_of(label["kind"]), label["number"]
+        text = " ".join(self.inline(caption).split())
+        panels = [" ".join(self.inline(c).split()) for inner in node.find_all(lambda n: n.tag == "figure")
+                  for c in inner.find_all(lambda n: n.tag == "figcaption")]
+        if panels:
+            text += " Panels: " + "; ".join(p for p in panels if p) + "."
+        self.captions.append(Caption(kind, number, 0, text))
+        if kind == "Table":
+            tables = [self.table(t) for t in node.find_all(lambda n: n.has("ltx_tabular"))]
+            self.emit("\n\n".join([text, *[t for t in tables if t]]))
+        else:
+            self.emit(f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*\n{text}')
+
+    def table(self, node: _Node) -> str:
+        """A tabular as a Markdown table: a merged cell's text stands in its first row and column, and the
+        cells it covers are left empty (as printed); a table in a cell is read as its text."""
+        grid: dict[tuple[int, int], str] = {}
+        rows = list(node.find_all(lambda n: n.tag == "tr" or n.has("ltx_tr")))
+        for r, row in enumerate(rows):
+            c = 0
+            for cell in row.find_all(lambda n: n.tag in ("td", "th") or n.has("ltx_td")):
+                while (r, c) in grid:
+                    c += 1
+                span_rows = max(1, min(len(rows) - r, _int(cell.attrs.get("rowspan"))))
+                span_cols = max(1, min(64, _int(cell.attrs.get("colspan"))))
+                for dr, dc in itertools.product(range(span_rows), range(span_cols)):
+                    grid[r + dr, c + dc] = ""
+                grid[r, c] = " ".join(self.inline(cell).split()).replace("|", "\\|")
+                c += span_cols
+        if not grid:
+            return ""
+        width = 1 + max(c for _, c in grid)
+        lines = ["| " + " | ".join(grid.get((r, c), "") for c in range(width)) + " |" for r in range(len(rows))]
+        lines.insert(1, "|" + "---|" * width)
+        return "\n".join(lines)
+
+    def listing(self, node: _Node, depth: int = 0) -> str:
+        """A list, each item on a line led by its mark ("-" for a bullet, "1." or "(a)" as printed)."""
+        lines = []
+        for item in node.find_all(lambda n: n.has("ltx_item") or n.tag == "li"):
+            tag = next(item.find_all(lambda n: n.has("ltx_tag_item")), None)
+            mark = " ".join(self.inline(tag).split()) if tag else "•"
+            mark = "-" if mark in ("•", "∙", "◦", "–", "-", "") else mark
+            nested = [n for n in item.find_all(lambda n: n.has("ltx_itemize", "ltx_enumerate", "ltx_description"))]
+            text = " ".join(self.inline(item, skip=tag, lists=False).split())
+            lines.append(f"{'  ' * depth}{mark} {text}".rstrip())
+            lines += [self.listing(inner, depth + 1) for inner in nested]
+        return "\n".join(lines)
+
+    def bibitem(self, node: _Node) -> str:
+        """A reference: "[12] text" in a numbered list, "- [Vaswani et al. (2017)] text" in an author-year
+        one (the key the text cites it by); a link to an arXiv paper whose text names no id gets the id."""
+        tag = next(node.find_all(lambda n: n.has("ltx_tag_bibitem")), None)
+        key = self.text(tag).strip("[]")
+        text = " ".join(self.inline(node, skip=tag, arxiv_links=True).split())
+        return f"[{key}] {text}" if key.isdigit() else f"- [{key}] {text}" if key else f"- {text}"
+
+    def equation_table(self, node: _Node) -> None:
+        """A displayed equation or a group of them as ``$$…$$`` lines with their numbers: the rows a number
+        covers (its cell's ``rowspan``) are one equation; rows with numbers of their own are one each; the
+        unnumbered rows between are one equation; several rows become ``aligned``, cells joined by ``&``."""
+        rows = list(node.find_all(lambda n: n.has("ltx_eqn_row") or n.tag == "tr"))
+        parsed = []
+        for row in rows:
+            cells = [c for c in row.find_all(lambda n: n.tag == "td" or n.has("ltx_eqn_cell"))]
+            tag_cell = next((c for c in cells if next(c.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)), None)), None)
+            tag = tag_cell and next(tag_cell.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)))
+            math = [self.inline(c, tex=True).strip() for c in cells if not c.has(*_LTX_EQUATION_NOT_MATH)]
+            parsed.append((math if any(math) else [], _bracketed_number(self.text(tag)) if tag else "",
+                           _int(tag_cell.attrs.get("rowspan")) if tag_cell else 1))
+        index = 0
+        while index < len(parsed):
+            cells, number, span = parsed[index]
+            if number:
+                group = parsed[index:index + max(1, span)]
+            else:
+                end = next((i for i in range(index, len(parsed)) if parsed[i][1]), len(parsed))
+                group = parsed[index:end]
+            index += len(group)
+            lines = [" & ".join(cells) for cells, _, _ in group if cells]
+            if not lines:
+                continue
+            tex = " ".join(lines[0].replace(" & ", " ").split()) if len(lines) == 1 else \
+                "\\begin{aligned} " + " \\\\ ".join(lines) + " \\end{aligned}"
+            line = f"$${tex}$$" + (f" ({number})" if number else "")
+            if number:
+                self.equations.setdefault(number.upper(), line)
+            self.emit(line)
+
+    # Inline content
+
+    def inline(self, node: _Node, *, skip: _Node | None = None, tex: bool = False, lists: bool = True,
+               arxiv_links: bool = False, emphasis: bool = True) -> str:
+        """The text of ``node``: math as ``$…$`` (its LaTeX alone with ``tex``), footnotes as ``[^N]``
+        marks whose text goes after the block, emphasis as Markdown (unless not ``emphasis``: a title);
+        nothing of ``skip``, of the dropped classes or, without ``lists``, of nested lists."""
+        out = []
+        for child in node.children:
+            if isinstance(child, str):
+                out.append(child)
+            elif child is skip or child.has(*_LTX_DROPPED) or not lists and child.has(
+                    "ltx_itemize", "ltx_enumerate", "ltx_description"):
+                continue
+            elif child.tag == "math":
+                latex = _tex(child.attrs.get("alttext", ""))
+                block = child.attrs.get("display") == "block"
+                out.append(latex if tex else f" $${latex}$$ " if block else f"${latex}$")
+            elif child.tag == "br":
+                out.append(" ")
+            elif child.has("ltx_note"):  # a footnote; other notes are the authors' affiliations and thanks
+                if not child.has("ltx_role_footnote"):
+                    continue
+                self.note_count += 1
+                content = next(child.find_all(lambda n: n.has("ltx_note_content")), child)
+                self.notes.append(f"[^{self.note_count}]: {' '.join(self.inline(content).split())}")
+                out.append(f"[^{self.note_count}]")
+            else:
+                text = self.inline(child, skip=skip, tex=tex, lists=lists, arxiv_links=arxiv_links,
+                                   emphasis=emphasis)
+                out.append(self.styled(child, text, arxiv_links) if emphasis else text)
+        return "".join(out)
+
+    def styled(self, node: _Node, text: str, arxiv_links: bool) -> str:
+        """An element's text with its emphasis, or the arXiv id its link names."""
+        if not text.strip():
+            return text
+        if arxiv_links and node.tag == "a" and (found := parse_arxiv_id(node.attrs.get("href", ""))) \
+                and found.split("v")[0] not in text:
+            return f"{text} (arXiv:{found})"
+        if node.has("ltx_font_bold"):
+            return f"**{text.strip()}**"
+        if node.has("ltx_font_italic", "ltx_emph"):
+            return f"*{text.strip()}*"
+        return text
+
+    def text(self, node: _Node | None) -> str:
+        """The plain text of ``node`` (a title, a tag) on one line, without emphasis; "" for None."""
+        return " ".join(self.inline(node, emphasis=False).split()) if node is not None else ""
+
+
+def _int(value: str | None) -> int:
+    """An attribute's whole number (a ``rowspan``), 1 when it is none."""
+    return int(value) if value and value.strip().isdigit() else 1
+
+
+def _page_version(page: str, arxiv_id: str) -> int | None:
+    """The version of ``arxiv_id`` that a page names most often (``<base href="/html/2407.16314v1/">``, its
+    images, arXiv's stamp), or None when it names none (as ar5iv's pages)."""
+    base = re.escape(_split_version(arxiv_id)[0])
+    named = Counter(re.findall(rf"{base}v([0-9]+)", page))
+    return int(named.most_common(1)[0][0]) if named else None
+
+
+def parse_html(page: str | bytes, arxiv_id: str | None = None) -> HtmlPaper:
+    """A paper from an arXiv HTML page (LaTeXML), in the text model the PDF builds: Markdown with
+    ``## 3 Title`` headings and their ``Section`` records, ``$…$`` and numbered ``$$…$$`` math as the
+    authors' LaTeX, tables as Markdown tables, figures as one line with their captions, footnotes as
+    ``[^N]``, the reference list with the arXiv ids it cites.  Only ``<article class="ltx_document">``
+    is read: never arXiv's site around it, the MathML, or the images the page links to.
+
+    Raises ArxivError when the page is no LaTeXML article of the paper: no article (arXiv's "No HTML"
+    page, a rate-limit notice, an empty body), an article cut short, a conversion that LaTeXML broke off,
+    another version than ``arxiv_id``'s (when it has one), more than ``_MAX_ERROR_SHARE`` of paragraphs
+    with unconverted macros, or a tree nested deeper than ``_MAX_HTML_DEPTH``.
+    """
+    if isinstance(page, bytes):
+        page = page.decode("utf-8", errors="replace")
+    parser = _ArticleParser()
+    parser.feed(page)
+    parser.close()
+    if parser.article is None:  # arXiv's "No HTML for" page is final; another answer may pass
+        raise ArxivError("arXiv has no HTML for this paper (the page holds no LaTeXML article).",
+                         transient=_NO_HTML not in page)
+    if not parser.closed:
+        raise ArxivError("arXiv's HTML page was cut short.", transient=True)
+    if _FATAL in page:
+        raise ArxivError("arXiv's HTML conversion of this paper broke off with a fatal error.")
+    if arxiv_id and (wanted := _split_version(arxiv_id)[1]) and (named := _page_version(page, arxiv_id)) \
+            and named != wanted:
+        raise ArxivError(f"arXiv's HTML page is of version {named}, not of the version {wanted} read.")
+    writer = _LatexmlWriter()
+    writer.section(parser.article, 0)
+    writer.emit("")
+    if writer.paragraphs_with_errors > _MAX_ERROR_SHARE * max(1, writer.paragraphs):
+        raise ArxivError(f"arXiv's HTML of this paper lost text in {writer.paragraphs_with_errors} of its "
+                         f"{writer.paragraphs} paragraphs (macros LaTeXML could not convert).")
+    markdown, sections, passages, offset = [], [], [], 0
+    for index, block in enumerate(writer.blocks):
+        if index in writer.headings:
+            number, title, level = writer.headings[index]
+            sections.append(Section(number, title, level, start=offset))
+        elif not block.startswith("#"):
+            passages.append(Passage(0, offset, block))
+        markdown.append(block)
+        offset += len(block) + 2
+    text = "\n\n".join(markdown) + "\n"
+    return HtmlPaper(PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0), tuple(passages),
+                     tuple(writer.captions), writer.equations)
+
+
+def html_to_markdown(page: str | bytes) -> str:
+    """An arXiv HTML page (LaTeXML) as Markdown (``parse_html``): the paper's own text, math as LaTeX.
+    Raises ArxivError for a page that is no LaTeXML article."""
+    return parse_html(page).text.markdown
+
+
+# ---------------------------------------------------------------------------
 # The read request: the tool's `section` and `find`, parsed once
 # ---------------------------------------------------------------------------
 
@@ -2486,6 +2945,7 @@ _NUMBERED_ENTRY = re.compile(r"^(?:- )?([0-9]{1,3})\.?\s+[A-Z]", re.M)  # 12 A. 
 # An author-year entry starts a line with "Surname, I." or "Surname et al." and gives a year within its first lines.
 _AUTHOR_YEAR_ENTRY = re.compile(r"^(?:- )?[A-Z][\w'’´`ˇ¨-]*(?: [A-Z][\w'’´`ˇ¨-]*)?(?:,\s+(?:[A-Z]\.\s*)+|\s+et al\.)"
                                 r"[^\n]*\n?[^\n]*\b(?:1[89]|20)[0-9]{2}", re.M)
+_KEYED_ENTRY = re.compile(r"^- \[[^\]\n]+\] ", re.M)  # - [Vaswani et al. (2017)] ...: arXiv's HTML, author-year
 _MIN_NUMBERED = 3  # entries numbered 1, 2, 3 at least make a numbered list
 _CITED_ID = re.compile(
     r"arxiv\.org/(?:abs|pdf)/(?P<url>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
@@ -2513,10 +2973,10 @@ def _numbered_entries(text: str) -> list[tuple[int, int]]:
 
 def reference_entries(text: str) -> int:
     """How many entries a reference list holds: its numbers (``[1]``, ``1.``) when they run
-    from 1, else its author-year entries (``Surname, I. ... 2015``)."""
+    from 1, else its entries led by their citation keys, else its author-year entries (``Surname, I. ... 2015``)."""
     if numbered := _numbered_entries(text):
         return max(number for _, number in numbered)
-    return len(_AUTHOR_YEAR_ENTRY.findall(text))
+    return len(_KEYED_ENTRY.findall(text)) or len(_AUTHOR_YEAR_ENTRY.findall(text))
 
 
 def _references_summary(text: str) -> str:

@@ -34,16 +34,18 @@ from bench_arxiv_mcp import ATOM_ENTRY, corpus_answer, debris, serve
 
 HERE = Path(__file__).parent
 DATA = HERE / "testdata"
-CORPUS = HERE.parent / "shared" / "corpus"
+SHARED = HERE.parent / "shared"
+CORPUS = SHARED / "corpus"
 CORPUS_REQUIRED = os.environ.get("ARXIV_TEST_CORPUS") == "required"  # .ci/run sets it
 
 
-def corpus_file(*parts: str) -> Path:
-    """A file of ../shared/corpus.  Without the corpus the test is skipped (a user's fresh clone: every such
-    skip folds into one line of pytest's summary), or fails where CI requires the corpus."""
-    path = CORPUS.joinpath(*parts)
+def corpus_file(*parts: str, folder: str = "corpus") -> Path:
+    """A file of ../shared/corpus (or of another ``folder`` of ../shared: "html").  Without it the test is
+    skipped (a user's fresh clone: every such skip folds into one line of pytest's summary), or fails where
+    CI requires the corpus."""
+    path = SHARED.joinpath(folder, *parts)
     if not path.exists():
-        message = f"../shared/corpus/{'/'.join(parts)} is missing: the corpus tests need ../shared beside the checkout"
+        message = f"../shared/{folder}/{'/'.join(parts)} is missing: the corpus tests need ../shared beside the checkout"
         if CORPUS_REQUIRED:
             pytest.fail(message)
         pytest.skip("../shared/corpus is not beside this checkout (CI has it); its tests skip")
@@ -2335,6 +2337,247 @@ def test_an_image_answer_through_the_server_has_text_and_image_blocks(env):
     assert [block.type for block in blocks] == ["text", "image"]
     assert "**Equation (1)** (p. 2" in blocks[0].text
     assert base64.b64decode(blocks[1].data).startswith(b"\x89PNG")
+
+
+# ---------------------------------------------------------------------------
+# arXiv's HTML (issue 22): the real pages of ../shared/html, both page layouts and ar5iv's
+# ---------------------------------------------------------------------------
+
+
+def html_page(name: str) -> str:
+    return corpus_file(f"{name}.html", folder="html").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def html_papers():
+    """Each shared HTML page parsed once: name → HtmlPaper."""
+    memo = {}
+
+    def parsed(name: str) -> am.HtmlPaper:
+        if name not in memo:
+            memo[name] = am.parse_html(html_page(name))
+        return memo[name]
+    return parsed
+
+
+def page_alttexts(page: str) -> set[str]:
+    """Every formula's LaTeX in a page, read with a regex (not the parser), cleaned as the parser promises."""
+    import html as html_module
+    return {" ".join(re.sub(r"(?<!\\)%[^\n]*(?:\n\s*|$)", "", html_module.unescape(alt)).split()).removeprefix(
+        "\\displaystyle").strip() for alt in re.findall(r'<math[^>]*?alttext="([^"]*)"', page)}
+
+
+@pytest.mark.parametrize("name, numbers", [("2508.08468", 12), ("2203.00274", 7)])
+def test_every_numbered_equation_comes_out_as_the_authors_latex_with_its_number(html_papers, name, numbers):
+    paper = html_papers(name)
+    alttexts = page_alttexts(html_page(name))
+    assert sorted(paper.equations, key=int) == [str(n) for n in range(1, numbers + 1)]
+    for number, line in paper.equations.items():
+        m = re.fullmatch(r"\$\$(.+)\$\$ \((\w+)\)", line)
+        assert m and m[2] == number, line
+        assert m[1] in alttexts, f"equation ({number}) is not a formula of the page: {m[1]}"
+        assert f"\n{line}\n" in paper.text.markdown
+    # Both tag classes: six of 2203.00274's numbers are ltx_tag_equationgroup, one ltx_tag_equation.
+    if name == "2203.00274":
+        assert paper.equations["1"] == r"$$Q=HW^{Q},\quad V=HW^{V},\quad K=HW^{K}$$ (1)"
+        assert paper.equations["2"] == r"$$\text{Attn}(H)=\text{softmax}(\frac{QK^{\top}}{\sqrt{d_{K}}})V$$ (2)"
+
+
+def test_an_unnumbered_aligned_group_is_one_aligned_equation(html_papers):
+    markdown = html_papers("2407.16314").text.markdown
+    assert (r"$$\begin{aligned} H(\mathbf{Y}) & =H(Y_{1},\dots,Y_{m}) \\  & =-\sum_{o_{1}\in\mathcal{Y}_{1}}"
+            in markdown)
+    # The "%" + newline of a source line is gone; an escaped "\%" never is.
+    assert r"a^{\prime}\neq a\>\>\cap\>\>\exists" in markdown
+    assert "\\displaystyle" not in markdown and "%\n" not in markdown
+    assert am._tex("50\\% of %\n x") == "50\\% of x"
+
+
+def equation_table(rows: str) -> str:
+    return f'<table class="ltx_equationgroup ltx_eqn_align ltx_eqn_table"><tbody>{rows}</tbody></table>'
+
+
+def equation_row(cells: list[str], tag: str = "", rowspan: int = 1) -> str:
+    tds = "".join(f'<td class="ltx_td ltx_eqn_cell"><math alttext="\\displaystyle {c}" display="inline">'
+                  f"<mi>x</mi></math></td>" for c in cells)
+    number = (f'<td rowspan="{rowspan}" class="ltx_eqn_cell ltx_eqn_eqno"><span class="ltx_tag '
+              f'ltx_tag_equationgroup">({tag})</span></td>') if tag else ""
+    return f'<tr class="ltx_equation ltx_eqn_row"><td class="ltx_eqn_cell ltx_eqn_center_padleft"></td>{tds}{number}</tr>'
+
+
+def article(body: str, head: str = "") -> str:
+    return f'<html><head>{head}</head><body><header>arXiv site</header><article class="ltx_document">{body}' \
+           f'</article><footer>site footer</footer></body></html>'
+
+
+def test_a_number_over_several_rows_is_one_aligned_equation_and_rows_with_their_own_numbers_are_one_each():
+    group = equation_table(equation_row(["a", "=b+c"], "3", rowspan=2) + equation_row(["", "=d"])
+                           + equation_row(["e", "=f"], "4") + equation_row(["g", "=h"], "5"))
+    paper = am.parse_html(article(f'<div class="ltx_para"><p class="ltx_p">Text.</p>{group}</div>'))
+    assert paper.equations == {"3": r"$$\begin{aligned} a & =b+c \\  & =d \end{aligned}$$ (3)",
+                               "4": "$$e =f$$ (4)", "5": "$$g =h$$ (5)"}
+    assert "site" not in paper.text.markdown
+
+
+def test_inline_math_is_dollar_latex_and_no_mathml_or_markup_reaches_the_text(html_papers):
+    markdown = html_papers("2508.08468").text.markdown
+    assert "a sampling rate of $16$ kHz" in markdown
+    assert r"a resolution of $380\times 640$ pixels" in markdown
+    for name in ("2508.08468", "2407.16314", "2203.00274", "2305.03393"):
+        text = html_papers(name).text.markdown
+        assert not re.search(r"ltx_|<math|<mi>|<mrow|<annotation|\ufffd|Refer to caption", text), name
+
+
+def test_tables_become_markdown_tables_with_merged_cells_left_empty(html_papers):
+    markdown = html_papers("2305.03393").text.markdown
+    # Table 1: "TEDs" spans three columns; "Language" and the layer counts span two rows.
+    assert "| # enc-layers | # dec-layers | Language | TEDs |  |  | mAP (0.75) | Inference time (secs) |" in markdown
+    assert "|  |  |  | simple | complex | all |  |  |" in markdown
+    assert "| 6 | 6 | OTSL | 0.965 | 0.934 | 0.955 | **0.88** | **2.73** |\n|  |  | HTML |" in markdown
+    table = html_papers("2203.00274").text.markdown
+    assert "Table 1: Results on SQA test set" in table
+    assert r"| $\textsc{TableFormer}_{\text{BASE}}$ | **66.7** | **39.7** | – | **66.7** | **0.2%** |" in table
+
+
+def test_figures_are_one_entry_with_their_caption_and_panels(html_papers):
+    paper = html_papers("2508.08468")
+    fives = [c for c in paper.captions if c.number == "5"]
+    assert len(fives) == 1 and fives[0].kind == "Figure" and fives[0].page == 0
+    assert "Panels: (a) Wi-Fi (802.11n); (b) 4G;" in fives[0].text
+    assert paper.text.markdown.count('*[Figure 5: an image of it with section="figure 5"]*') == 1
+    assert not any(c.text.startswith("(a)") for c in paper.captions)
+    assert [c.kind for c in paper.captions].count("Table") == 3
+    assert ".png" not in paper.text.markdown  # the page's images are never named, let alone fetched
+
+
+def test_footnotes_are_notes_after_their_paragraph(html_papers):
+    markdown = html_papers("2407.16314").text.markdown
+    notes = re.findall(r"^\[\^([0-9]+)\]: \S", markdown, re.M)
+    assert notes == [str(n) for n in range(1, 15)]
+    for number in notes:  # each mark stands once in the text, before its note
+        assert markdown.count(f"[^{number}]") == 2
+        assert markdown.index(f"[^{number}]") < markdown.index(f"[^{number}]:")
+    assert "potential to produce more Capital[^4]" in markdown
+
+
+def test_sections_keep_their_numbers_titles_and_levels(html_papers):
+    sections = html_papers("2508.08468").text.sections
+    assert [(s.number, s.title, s.level) for s in sections[:5]] == [
+        ("I", "Introduction", 1), ("II", "Related Work", 1),
+        ("III", "Problem Formulation: Audio–Visual Speech Enhancement", 1), ("IV", "Proposed Solution", 1),
+        ("IV-A", "Model Architecture and Feature Fusion", 2)]
+    assert (sections[-1].title, sections[-1].level) == ("References", 1)
+    text = html_papers("2508.08468").text
+    assert text.body(sections[0]).startswith("## I Introduction\n\nSpeech signals captured")
+    # Run-in headings lead their paragraph and are no sections.
+    paragraphs = html_papers("2203.00274").text
+    assert "**Input of TableFormer.** TableFormer uses the same token embeddings $W$" in paragraphs.markdown
+    assert not any("Input of" in s.title for s in paragraphs.sections)
+
+
+def test_the_reference_list_gives_its_entries_and_the_arxiv_ids_it_cites(html_papers):
+    text = html_papers("2203.00274").text
+    references = next(s for s in text.sections if s.title == "References")
+    body = text.body(references)
+    assert am.reference_entries(body) == 21
+    assert {"2106.05234", "2009.13845", "2107.07653", "2004.05150"} <= set(am.cited_arxiv_ids(body, "2203.00274"))
+    numbered = html_papers("2305.03393").text
+    body = numbered.body(numbered.sections[-1])
+    assert body.count("\n[") == 23 and "\n[9] " in body
+    assert "2105.01848" in am.cited_arxiv_ids(body, "2305.03393")  # from a link whose text names no id
+
+
+@pytest.mark.parametrize("name", ["2508.08468", "2407.16314"])
+def test_no_text_of_arxivs_site_around_the_article_reaches_the_paper(html_papers, name):
+    import html.parser as html_parser
+
+    class Split(html_parser.HTMLParser):
+        """The page's text outside the article (arXiv's site) and inside it, read apart from the parser."""
+
+        def __init__(self):
+            super().__init__()
+            self.depth, self.outside, self.inside = 0, [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "article" or self.depth and tag not in am._HTML_VOID:
+                self.depth += 1
+
+        def handle_endtag(self, tag):
+            if self.depth and tag not in am._HTML_VOID:
+                self.depth -= 1
+
+        def handle_data(self, data):
+            (self.inside if self.depth else self.outside).append(" ".join(data.split()))
+
+    page = Split()
+    page.feed(html_page(name))
+    inside = " ".join(page.inside)
+    # What the site says that the paper does not (the table of contents and <title> repeat the paper's titles).
+    site = [line for line in page.outside if len(line) >= 12 and line not in inside
+            and not line.startswith(("{", "(", "function", "var ", "window.", "document."))]
+    assert site  # the page has a site around the article (2407.16314 v1's adds most of it by script)
+    markdown = html_papers(name).text.markdown
+    assert [line for line in site if line in markdown] == []
+
+
+def test_an_unconverted_macro_never_reaches_the_text_and_a_page_of_them_is_refused():
+    page = html_page("2203.00274")
+    error = '<span class="ltx_ERROR undefined">\\AND</span>'
+    paragraphs = page.count('class="ltx_p">')
+    few = page.replace('class="ltx_p">', f'class="ltx_p">{error} ', 3)
+    assert few.count("ltx_ERROR") == 3 and "\\AND" not in am.html_to_markdown(few)
+    many = page.replace('class="ltx_p">', f'class="ltx_p">{error} ', paragraphs // 2)
+    with pytest.raises(am.ArxivError, match="lost text in"):
+        am.parse_html(many)
+
+
+@pytest.mark.parametrize("make, message, transient", [
+    (lambda page: "<html><body><h1>No HTML for '2508.08468v6'</h1></body></html>", "no HTML", False),
+    (lambda page: "Rate exceeded.", "no HTML", True),
+    (lambda page: "", "no HTML", True),
+    (lambda page: page[:len(page) // 2], "cut short", True),
+    (lambda page: page.replace("</article>", "<p>Conversion to HTML had a Fatal error and exited abruptly.</p>"
+                               "</article>"), "fatal error", False),
+])
+def test_a_page_that_is_no_latexml_article_is_never_read_as_the_paper(make, message, transient):
+    """Only arXiv's "No HTML" answer and a broken conversion are final; anything else may pass."""
+    with pytest.raises(am.ArxivError, match=message) as raised:
+        am.parse_html(make(html_page("2508.08468")), "2508.08468v6")
+    assert raised.value.transient is transient
+
+
+def test_a_page_of_another_version_is_refused_and_a_page_naming_none_is_taken():
+    page = html_page("2508.08468")  # arXiv's page of v6
+    assert am.parse_html(page, "2508.08468v6").equations
+    assert am.parse_html(page, "2508.08468").equations
+    with pytest.raises(am.ArxivError, match="version 6, not of the version 5"):
+        am.parse_html(page, "2508.08468v5")
+    assert am.parse_html(html_page("2203.00274"), "2203.00274v1").text.sections  # ar5iv names no version
+
+
+def test_a_hostile_page_gets_a_clear_error_not_a_hang_or_a_traceback():
+    deep = article("<div>" * 100_000 + "text" + "</div>" * 100_000)
+    started = time.perf_counter()
+    with pytest.raises(am.ArxivError, match="nests deeper"):
+        am.parse_html(deep)
+    assert time.perf_counter() - started < 10  # a bound on a hang, not a speed target
+    # Entities are never expanded past HTML's own: a DOCTYPE's entity stays text.
+    bomb = '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">]>' + article('<p class="ltx_p">&a;&a; &amp; done</p>')
+    assert am.html_to_markdown(bomb).strip() == "&a;&a; & done"
+
+
+def test_html_to_markdown_is_the_parsed_text():
+    page = html_page("2305.03393")
+    assert am.html_to_markdown(page.encode()) == am.parse_html(page).text.markdown
+
+
+def test_the_html_and_the_pdf_of_a_paper_have_the_same_numbered_sections(html_papers):
+    outline = am.pdf_outline(pdf_path("2203.00274v2").read_bytes())
+    html_sections = {(s.number, s.title.casefold()) for s in html_papers("2203.00274").text.sections}
+    assert len(outline) >= 17
+    for section in outline:
+        assert (section.number, section.title.casefold()) in html_sections, section.label
+    assert ("", "ethical considerations") in html_sections  # which the PDF's outline misses
 
 
 # ---------------------------------------------------------------------------
