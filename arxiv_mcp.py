@@ -73,6 +73,7 @@ log = logging.getLogger("arxiv_mcp")
 # Configuration: every environment variable, in one place.
 # ---------------------------------------------------------------------------
 
+SOURCES = ("auto", "html", "pdf")  # where a paper's text comes from (ARXIV_SOURCE)
 DEFAULT_USER_AGENT = f"arxiv-mcp/{__version__} (MCP server for reading arXiv papers; Python urllib)"
 
 
@@ -82,6 +83,8 @@ class Settings:
 
     api_url: str = "https://export.arxiv.org/api/query"  # ARXIV_API_URL
     pdf_url: str = "https://export.arxiv.org/pdf/{id}"  # ARXIV_PDF_URL, a template with {id}
+    html_url: str = "https://arxiv.org/html/{id}"  # ARXIV_HTML_URL, a template with {id}
+    source: str = "auto"  # ARXIV_SOURCE: the text from arXiv's HTML where it has it ("auto"), or only "html", "pdf"
     user_agent: str = DEFAULT_USER_AGENT  # ARXIV_USER_AGENT
     min_interval: float = 3.0  # ARXIV_MIN_INTERVAL: seconds between requests to one host
     timeout: float = 30.0  # ARXIV_TIMEOUT: seconds for one HTTP request
@@ -102,8 +105,8 @@ class Settings:
     def allowed_hosts(self) -> frozenset[str]:
         """The only hosts this module ever sends a request to."""
         return frozenset(
-            urllib.parse.urlsplit(url).hostname or "" for url in (self.api_url, self.pdf_url.replace("{id}", "x"))
-        )
+            urllib.parse.urlsplit(url.replace("{id}", "x")).hostname or ""
+            for url in (self.api_url, self.pdf_url, self.html_url))
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
@@ -124,9 +127,12 @@ class Settings:
             if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
                 log.warning("%s must be a non-negative number; using the default", name)
                 continue
-            if field.name.endswith("_url") and not _is_http_url(value, template=field.name == "pdf_url"):
-                log.warning("%s must be an http(s) URL%s; using the default", name,
-                            " containing {id}" if field.name == "pdf_url" else "")
+            template = field.name in ("pdf_url", "html_url")
+            if field.name.endswith("_url") and not _is_http_url(value, template=template):
+                log.warning("%s must be an http(s) URL%s; using the default", name, " containing {id}" * template)
+                continue
+            if field.name == "source" and value not in SOURCES:
+                log.warning("%s must be one of %s; using the default", name, ", ".join(SOURCES))
                 continue
             values[field.name] = value
         return cls(**values)
@@ -495,6 +501,10 @@ class Paper:
     @property
     def pdf_url(self) -> str:
         return f"https://arxiv.org/pdf/{self.arxiv_id}"
+
+    @property
+    def html_url(self) -> str:
+        return f"https://arxiv.org/html/{self.arxiv_id}"
 
 
 @dataclass(frozen=True)
@@ -1585,16 +1595,20 @@ class SectionSummary:
     note: str = ""  # a short fact the row keeps however the list shrinks: a reference list's entries and ids
 
 
+_PDF_SOURCE, _HTML_SOURCE = "the PDF", "arXiv's HTML"  # where a text comes from, as the overview says it
+
+
 @dataclass(frozen=True)
 class Overview:
     """What the overview says about a paper's text."""
 
-    page_count: int
+    page_count: int  # 0 for a text without pages (arXiv's HTML)
     pages_covered: int
     chars: int
     sections: tuple[SectionSummary, ...]
     links: tuple[tuple[str, str], ...]  # code and data links: (URL, label of the section it appears in)
     estimated: bool = False  # measured on the raw text layer, before the conversion
+    source: str = _PDF_SOURCE
 
     def refined(self, text: "PaperText") -> "Overview":
         """This overview with the converted sizes of the sections whose text ``text``
@@ -1631,7 +1645,7 @@ def _section_at(sections: Sequence[Section], offset: int, *, by_page: bool = Fal
 
 
 def _overview(text: str, sections: Sequence[Section], page_count: int, pages: int,
-              estimated: bool = False) -> Overview:
+              estimated: bool = False, source: str = _PDF_SOURCE) -> Overview:
     """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
     rows = tuple(SectionSummary(section, "", estimated, _references_summary(text[section.start:section.end]))
                  if _name_role(section.title) == REFERENCES else
@@ -1643,7 +1657,7 @@ def _overview(text: str, sections: Sequence[Section], page_count: int, pages: in
                   for offset, url in repository_links(text, limit=None)
                   if not ((section := _section_at(sections, offset)) and _name_role(section.title) == REFERENCES)
                   )[:_MAX_LINKS]
-    return Overview(page_count, pages, len(text), rows, links, estimated)
+    return Overview(page_count, pages, len(text), rows, links, estimated, source)
 
 
 # Hosts of code and data repositories, and how many path parts name a repository there.
@@ -2267,6 +2281,7 @@ class PaperText:
     pages_converted: int
     complete: bool = True  # False for the pages converted so far, while the conversion goes on
     missing: frozenset[int] = frozenset()  # pages (from 1) before the last converted one that are not converted
+    source: str = _PDF_SOURCE
 
     @classmethod
     def from_pdf(cls, pdf: PdfText, paper_title: str = "", complete: bool = True) -> "PaperText":
@@ -2342,6 +2357,7 @@ _HTML_BLOCKS = frozenset("address article aside blockquote dd div dl dt figcapti
                          "header li nav ol p pre section table tbody thead tfoot tr td th ul".split())
 _HTML_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 _HTML_SKIPPED = frozenset({"script", "style", "svg", "template", "button", "dialog", "form"})
+_MAX_HTML_BYTES = 40_000_000  # LaTeXML writes MathML beside every formula: a long paper's page runs to tens of MB
 _MAX_HTML_DEPTH = 200  # elements open at once; LaTeXML nests a few dozen: deeper is hostile, refused before rendering
 _MAX_ERROR_SHARE = 0.25  # of paragraphs with an unconverted macro: past it words are missing all over, the PDF reads
 _NO_HTML = "No HTML for"  # arXiv's page for a paper without HTML (a PDF-only submission, a failed conversion)
@@ -2766,7 +2782,8 @@ def parse_html(page: str | bytes, arxiv_id: str | None = None) -> HtmlPaper:
         markdown.append(block)
         offset += len(block) + 2
     text = "\n\n".join(markdown) + "\n"
-    return HtmlPaper(PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0), tuple(passages),
+    return HtmlPaper(PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0, source=_HTML_SOURCE),
+                     tuple(passages),
                      tuple(writer.captions), writer.equations)
 
 
@@ -2774,6 +2791,22 @@ def html_to_markdown(page: str | bytes) -> str:
     """An arXiv HTML page (LaTeXML) as Markdown (``parse_html``): the paper's own text, math as LaTeX.
     Raises ArxivError for a page that is no LaTeXML article."""
     return parse_html(page).text.markdown
+
+
+def fetch_html(arxiv_id: str, *, deadline: float | None = None, settings: Settings | None = None,
+               limiter: RateLimiter | None = None) -> str:
+    """Download a paper's page of arXiv's HTML (``ARXIV_HTML_URL``) into memory, as text.  Raises
+    ArxivError when arXiv has none (a 404: PDF-only submissions never get one) or the download fails;
+    whether the page is the paper is ``parse_html``'s to say."""
+    settings = settings or SETTINGS
+    try:
+        response = http_get(settings.html_url.replace("{id}", arxiv_id), accept="text/html",
+                            max_bytes=_MAX_HTML_BYTES, deadline=deadline, settings=settings, limiter=limiter)
+    except _StatusError as error:
+        if error.status in (403, 404, 410):
+            raise ArxivError(f"arXiv has no HTML for {arxiv_id} (HTTP {error.status}).") from None
+        raise ArxivError(f"arXiv refused the HTML page (HTTP {error.status}).", transient=True) from None
+    return response.body.decode("utf-8", errors="replace")
 
 
 # ---------------------------------------------------------------------------
@@ -3257,8 +3290,10 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
         return f"{format_metadata(paper)}\n\n## Sections\nThe full text is unavailable: {text_error}"
     links = [f"{url} (in {where})" for url, where in overview.links]
     extra = [f"- **Code and data:** {', '.join(links)}"] if links else []
-    summary = (f"{overview.page_count} pages, {_size(overview.chars, overview.estimated)}"
-               + (f", in {len(overview.sections)} sections." if overview.sections else "."))
+    pages = f"{overview.page_count} pages, " if overview.page_count else ""
+    summary = (f"{pages}{_size(overview.chars, overview.estimated)}"
+               + (f", in {len(overview.sections)} sections" if overview.sections else "")
+               + f", from {overview.source}.")
     if overview.pages_covered < overview.page_count:
         summary += (f" Only the first {overview.pages_covered} of {overview.page_count} pages are read "
                     "(ARXIV_MAX_PAGES).")
@@ -3267,7 +3302,7 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
     how = ('Read a section with `section="<number or title>"` (several: `"2, 4.1"`), '
            'or everything with `section="full"`.')
     if not overview.sections:
-        how = 'No section headings were found in this PDF; read the text with `section="full"`.'
+        how = 'No section headings were found in this paper; read the text with `section="full"`.'
 
     def listing(sentences_to_level: int) -> str:
         rows = []
@@ -3318,16 +3353,22 @@ def _capped(document: str, limit: int, note_for: Callable[[str], str]) -> str:
     return f"{shown}\n\n{note_for(shown)}"[:limit]
 
 
+def _source_url(paper: Paper, text: PaperText | None) -> str:
+    return paper.html_url if text is not None and text.source == _HTML_SOURCE else paper.pdf_url
+
+
 def format_full(paper: Paper, text: PaperText | None, text_error: str | None, max_chars: int) -> str:
-    """The whole document: metadata, abstract and ``## Full Text (PDF)``, capped at
-    ``max_chars`` with a note saying what was cut and how to read on."""
-    head = format_metadata(paper) + "\n\n## Full Text (PDF)\n"
+    """The whole document: metadata, abstract and ``## Full Text (PDF)`` (``(HTML)`` for a text from arXiv's
+    HTML), capped at ``max_chars`` with a note saying what was cut and how to read on."""
+    kind = "HTML" if text is not None and text.source == _HTML_SOURCE else "PDF"
+    head = format_metadata(paper) + f"\n\n## Full Text ({kind})\n"
     if text is None:
         return head + f"The full text is unavailable: {text_error}"
-    notes = f"\n\n[{text.page_note} Source: {paper.pdf_url}]" if text.page_note else ""
+    source = _source_url(paper, text)
+    notes = f"\n\n[{text.page_note} Source: {source}]" if text.page_note else ""
     document = head + text.markdown.strip() + notes
     return _capped(document, max_chars, lambda shown: _truncation_note(
-        len(shown), len(document), paper.pdf_url, text, cut_offset=len(shown) - len(head)))
+        len(shown), len(document), source, text, cut_offset=len(shown) - len(head)))
 
 
 def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> list[Section] | str:
@@ -3418,7 +3459,7 @@ def format_sections(paper: Paper, text: PaperText, selectors: Sequence[str], max
     tail = (f"\n\nThe arXiv papers it cites ({len(cited)}; read one with `paper`): {', '.join(cited)}"
             if cited else "")
     return _capped(document, max_chars - len(tail),
-                   lambda shown: _truncation_note(len(shown), len(document), paper.pdf_url)) + tail
+                   lambda shown: _truncation_note(len(shown), len(document), _source_url(paper, text))) + tail
 
 
 def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview: Overview | None = None,
@@ -3448,7 +3489,8 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
     shown = 0
     for count, passage, spans in best[:_FIND_PASSAGES]:
         section = _section_at(sections, passage.offset)
-        entry = (f"{shown + 1}. **{section.label if section else 'front matter'}**, p. {passage.page} "
+        entry = (f"{shown + 1}. **{section.label if section else 'front matter'}**"
+                 + (f", p. {passage.page}" if passage.page else "") + " "
                  f"({count} match{'es' if count > 1 else ''}): {_bolded(passage.text, spans)}")
         if shown and sum(map(len, lines)) + len(entry) > _FIND_CHARS:
             break
@@ -3470,13 +3512,16 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:
     """The figures and tables as the overview lists them: a row each with the caption's start shortened
     to ``width`` characters, or, with ``width`` 0, one line of labels and pages."""
+    def page(caption: Caption) -> str:  # none in arXiv's HTML, until the PDF is in hand
+        return f" (p. {caption.page})" if caption.page else ""
+
     if width == 0:
-        return ", ".join(f"{c.kind} {c.number} (p. {c.page})" for c in captions)
+        return ", ".join(f"{c.kind} {c.number}{page(c)}" for c in captions)
     rows = []
     for caption in captions:
         text = _CAPTION_LABEL.sub("", caption.text, count=1).strip()
         text = text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + "…"
-        rows.append(f"- **{caption.kind} {caption.number}** (p. {caption.page}): {text}")
+        rows.append(f"- **{caption.kind} {caption.number}**{page(caption)}: {text}")
     return "\n".join(rows)
 
 
@@ -3488,17 +3533,33 @@ def _available(reading: "Reading") -> str:
     """What a paper has to show: its figures and tables, and the equation numbers found so far."""
     have = [f"{c.kind} {c.number}" for c in reading.captions]
     equations = [r.number for r in reading.regions if r.kind == "Equation" and r.number]
-    if equations:
+    if reading.equations:
+        have.append("equations " + ", ".join(reading.equations))
+    elif equations:
         have.append("equations " + ", ".join(dict.fromkeys(equations)) + " (of the pages converted so far)")
     return "; ".join(have) if have else "no numbered figures or tables were found"
 
 
+def _visual_section(reading: "Reading", visual: VisualRequest, page: int) -> Section | None:
+    """The section that holds a figure, table or equation: by where its entry stands in a text from arXiv's
+    HTML (which has no pages), else by its page in the PDF outline's sections."""
+    text = reading.text
+    if text is not None and text.source == _HTML_SOURCE:
+        entry = {"Equation": reading.equations.get(visual.number.upper(), "\0"), "Table": f"\n{visual.label}:",
+                 "Figure": f"*[{visual.label}:"}[visual.kind]  # how parse_html writes each
+        offset = text.markdown.find(entry)
+        return _section_at(text.sections, offset) if offset >= 0 else None
+    rows = [row.section for row in reading.overview.sections] if reading.overview else []
+    return _section_at(rows, page, by_page=True)
+
+
 def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tuple[str, list[Image]]:
     """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images, each with its
-    text (label, page, section, caption or equation text), for clients that show no images too;
-    "figures" lists them.  At most ``_MAX_IMAGES`` images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest
-    is named so that it can be asked for again.  A number the paper does not have gives a short error
-    naming what it has."""
+    text (label, page, section, caption, or equation: its LaTeX from arXiv's HTML, else the PDF's text), for
+    clients that show no images too; "figures" lists them.  At most ``_MAX_IMAGES`` images and
+    ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  An equation that
+    the HTML has and the PDF's pages do not show (or a PDF that cannot be had) is its LaTeX with a note.  A
+    number the paper does not have gives a short error naming what it has."""
     parts, images, left_out, used = [], [], [], 0
     for visual in visuals:
         if not visual.kind:
@@ -3507,9 +3568,14 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
             continue
         region = next((r for r in reading.regions if visual.matches(r.kind, r.number)), None)
         caption = next((c for c in reading.captions if visual.matches(c.kind, c.number)), None)
-        if region is None and caption is None:
+        latex = reading.equations.get(visual.number.upper()) if visual.kind == "Equation" else None
+        if region is None and caption is None and latex is None:
             parts.append(f"{ERROR} {visual.label} is not in this paper (or its page could not be found). "
                          f"It has: {_available(reading)}.")
+            continue
+        if reading.pdf is None and reading.image_error or latex and region is None:
+            why = reading.image_error or f"the PDF's pages show no {visual.label}"
+            parts.append(f"**{visual.label}**: {latex or caption.text} *[no image: {why}]*")
             continue
         page = region.page if region else caption.page
         if len(images) >= _MAX_IMAGES or reading.pdf is None:
@@ -3521,13 +3587,12 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
             continue
         used += len(image.data)
         images.append(image)
-        rows = [row.section for row in reading.overview.sections] if reading.overview else []
-        where = f"p. {page}" + (f', section "{section.label}"' if (section := _section_at(rows, page, by_page=True))
-                                 else "")
+        section = _visual_section(reading, visual, page)
+        where = f"p. {page}" + (f', section "{section.label}"' if section else "")
         size = f"image {image.width}×{image.height} px"
         if region is None:
             size += "; the layout found no region next to its caption, so this is the whole page"
-        text = region.text if region else caption.text
+        text = latex or (region.text if region else caption.text)
         parts.append(f"**{visual.label}** ({where}; {size}): {text}" if visual.kind == "Equation" and region
                      else f"**{visual.label}** ({where}; {size})\n{text}")
     if left_out:
@@ -3552,6 +3617,8 @@ class Reading:
     captions: tuple[Caption, ...] = ()  # the figures and tables the captions print
     regions: tuple[Region, ...] = ()  # the figures, tables and equations of the converted pages
     pdf: bytes | None = None  # the PDF, to render regions from
+    equations: dict[str, str] = dataclasses.field(default_factory=dict)  # number → LaTeX, from arXiv's HTML
+    image_error: str | None = None  # why the PDF, and so the images, of a paper read from HTML cannot be had
 
 
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
@@ -3575,11 +3642,15 @@ class _PaperState:
     scheduler's condition held, and ``doc`` only by the converter thread."""
 
     arxiv_id: str
+    source: str = "auto"  # where its text comes from (``SOURCES``)
     paper: Paper | None = None
     error: ArxivError | None = None  # the paper cannot be read at all: its metadata failed
+    html: HtmlPaper | None = None  # its text from arXiv's HTML, when arXiv has it and the source allows
+    html_overview: Overview | None = None
     pdf: bytes | None = None
-    text_error: ArxivError | None = None  # the text cannot be had (the PDF failed); the metadata stays
-    loading: bool = True  # its download thread (the PDF, then the metadata) is running
+    pdf_wanted: bool = False  # its PDF is downloaded: for its text, or for the images of a paper read from HTML
+    text_error: ArxivError | None = None  # the PDF failed (for a paper read from HTML: its images); metadata stays
+    loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)  # by converted page
@@ -3596,10 +3667,16 @@ class _PaperState:
         return self.structure is not _NO_STRUCTURE
 
     @property
+    def key(self) -> tuple[str, str]:
+        return self.arxiv_id, self.source
+
+    @property
     def size(self) -> int:
-        """Bytes it holds: the PDF, the converted pages and the texts made of them."""
+        """Bytes it holds: the PDF, the converted pages and the texts made of them (an HTML paper's twice:
+        its text and passages)."""
         return (len(self.pdf or b"") + sum(sys.getsizeof(page) for page in self.pages.values())
-                + sum(sys.getsizeof(text.markdown) for _, text in self.texts.values()))
+                + sum(sys.getsizeof(text.markdown) for _, text in self.texts.values())
+                + 2 * sys.getsizeof(self.html.text.markdown if self.html else ""))
 
     def full_pages(self, max_pages: int) -> range:
         """The pages of its full text: the first ``max_pages``."""
@@ -3638,8 +3715,8 @@ class Scheduler:
         self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
         self._recent: list[_PaperState] = []  # the most recently asked papers, the newest last
-        self._requests: list[tuple[Callable[[], int], int]] = []  # arXiv requests waiting: (urgency, order)
-        self._requesting = False
+        self._requests: list[tuple[Callable[[], int], int, str]] = []  # requests waiting: (urgency, order, host)
+        self._requesting: set[str] = set()  # the hosts a request is being sent to
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
 
@@ -3745,19 +3822,22 @@ class Scheduler:
                 doc.close()
 
     @contextlib.contextmanager
-    def request_turn(self, urgency: Callable[[], int], deadline: float | None = None) -> Iterator[None]:
-        """Wait for this library's turn to send one arXiv request.  ``urgency()``, asked
-        afresh at each turn, ranks it (``URGENT_*``: the smallest goes first, then the
-        oldest).  Raises ArxivError when the turn would come after ``deadline`` (a ``clock`` time)."""
-        me = (urgency, next(self._order))
+    def request_turn(self, urgency: Callable[[], int], deadline: float | None = None, *,
+                     url: str = "") -> Iterator[None]:
+        """Wait for this library's turn to send one request to the host of ``url``: each host has turns
+        of its own, so that a page of arXiv's HTML never waits behind an API request.  ``urgency()``, asked
+        afresh at each turn, ranks it (``URGENT_*``: the smallest goes first, then the oldest).  Raises
+        ArxivError when the turn would come after ``deadline`` (a ``clock`` time)."""
+        host = urllib.parse.urlsplit(url).hostname or ""
+        me = (urgency, next(self._order), host)
 
-        def first() -> tuple[Callable[[], int], int]:
-            return min(self._requests, key=lambda request: (request[0](), request[1]))
+        def first() -> tuple[Callable[[], int], int, str]:
+            return min((r for r in self._requests if r[2] == host), key=lambda request: (request[0](), request[1]))
 
         with self.changed:
             self._requests.append(me)
             try:
-                while self._requesting or first() is not me:
+                while host in self._requesting or first() is not me:
                     remaining = None if deadline is None else deadline - self.clock()
                     if remaining is not None and remaining <= 0:
                         raise ArxivError("Timed out waiting for earlier arXiv requests; try again.", transient=True)
@@ -3765,25 +3845,26 @@ class Scheduler:
             finally:
                 self._requests.remove(me)
                 self.changed.notify_all()
-            self._requesting = True
+            self._requesting.add(host)
         try:
             yield
         finally:
             with self.changed:
-                self._requesting = False
+                self._requesting.discard(host)
                 self.changed.notify_all()
 
 
 class PaperLibrary:
-    """Reads papers: one state per paper, shared by every call, kept in a bounded LRU cache.
+    """Reads papers: one state per paper and source, shared by every call, kept in a bounded LRU cache.
 
-    A cold read downloads the PDF first and then asks for the metadata, which
-    the rate limiter holds back: meanwhile the scheduler reads the PDF's
-    structure and converts the pages the callers need, so the limiter's gap
-    does not add to the latency.  A call waits on one thing, the scheduler's
-    condition, until what it needs is there or its deadline passes.  The cache
-    is bounded by count and by bytes (PDFs and converted pages); the least
-    recently used idle paper goes first.
+    A cold read fetches the paper's text first, then asks for the metadata: with the source "auto" (the
+    default) arXiv's HTML of the version read (an id without a version asks the metadata first, for the
+    latest version), else the PDF.  The HTML is parsed at once, with no PDF and no pymupdf.  A PDF's
+    structure is read and the pages the callers need are converted while the rate limiter holds the
+    metadata request back, so the limiter's gap does not add to the latency; a paper read from HTML
+    downloads its PDF only when an image of it is asked for.  A call waits on one thing, the scheduler's
+    condition, until what it needs is there or its deadline passes.  The cache is bounded by count and by
+    bytes (downloads and texts); the least recently used idle paper goes first.
     """
 
     def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None):
@@ -3791,31 +3872,35 @@ class PaperLibrary:
         self.limiter = limiter or LIMITER
         self.scheduler = Scheduler(lambda: self.settings.max_pages, self._wanted_pages, self._downloading,
                                    self.limiter.clock)
-        self._states: OrderedDict[str, _PaperState] = OrderedDict()  # the least recently used first
+        # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s) and one
+        # from the HTML are two texts.
+        self._states: OrderedDict[tuple[str, str], _PaperState] = OrderedDict()
 
-    def cached(self, arxiv_id: str) -> Reading | None:
-        """The paper with its full text, once it is read and converted, else None."""
+    def cached(self, arxiv_id: str, source: str | None = None) -> Reading | None:
+        """The paper with its full text, once it is read (and converted), else None."""
         with self.scheduler.changed:
-            state = self._states.get(arxiv_id)
+            state = self._states.get((arxiv_id, source or self.settings.source))
             if state is None or state.loading:
                 return None
             return self._answer(state, FULL)
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
-        """The paper's metadata alone: the known one, or one API request, with no PDF download."""
+        """The paper's metadata alone: the known one, or one API request, with no download."""
         with self.scheduler.changed:
-            state = self._states.get(arxiv_id)
-            if state is not None and state.paper is not None:
-                return state.paper
-        with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline):
+            known = next((state.paper for (known_id, _), state in self._states.items()
+                          if known_id == arxiv_id and state.paper is not None), None)
+        if known is not None:
+            return known
+        with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
             return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter)
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
-             request: ReadRequest = FULL) -> Reading:
+             request: ReadRequest = FULL, source: str | None = None) -> Reading:
         """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section
-        list: the outline's, or the full text's when the PDF has none), the full text (the
-        first ``max_pages`` pages converted), sections (the pages of those sections,
-        wherever they are) with figures, tables and equations, or passages (the raw text).
+        list: the HTML's, the PDF outline's, or the full text's when the PDF has none), the full text
+        (the HTML's, or the first ``max_pages`` pages converted), sections (the pages of those sections,
+        wherever they are) with figures, tables and equations, or passages.  ``source`` (``SOURCES``;
+        default: the settings') says where the text comes from.
 
         ``on_progress`` hears the steps of the read (download, pages converted).
         When ``deadline`` (a limiter-clock time) passes first, this returns what is
@@ -3826,13 +3911,14 @@ class PaperLibrary:
         changed = self.scheduler.changed
         # The deadline is a limiter-clock time; waits are in real time.
         until = None if deadline is None else time.monotonic() + max(0.0, deadline - self.limiter.clock())
+        key = (arxiv_id, source or self.settings.source)
         with changed:
-            state = self._states.get(arxiv_id)
+            state = self._states.get(key)
             if state is None:
-                state = self._start(arxiv_id, on_progress)
+                state = self._start(key, on_progress)
             elif on_progress is not None:
                 state.listeners.append(on_progress)
-            self._states.move_to_end(arxiv_id)
+            self._states.move_to_end(key)
             self.scheduler.touch(state)
             state.waiting += 1
             state.wants[request] += 1  # the scheduler converts what it needs first
@@ -3840,6 +3926,9 @@ class PaperLibrary:
                 self.scheduler.add(state)
             try:
                 while (reading := self._answer(state, request)) is None:
+                    if state.html is not None and not state.pdf_wanted and not state.loading:
+                        state.pdf_wanted = True  # an image of a paper read from HTML: its PDF, once
+                        threading.Thread(target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True).start()
                     pages = self._pages_needed(state, request)
                     if state.paper is not None and pages and all(page in state.pages for page in pages):
                         # The converted text ends a section later than the outline said: read on.
@@ -3858,66 +3947,110 @@ class PaperLibrary:
                     state.listeners.remove(on_progress)
                 self._evict()
 
-    def _start(self, arxiv_id: str, on_progress: Progress | None) -> _PaperState:
+    def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
         """A new paper's state, and its download thread (with ``changed`` held)."""
         loading = sum(state.loading for state in self._states.values())
         if loading >= _MAX_COLD_READS:
             wait = max(5, round(2 * loading * self.limiter.interval))  # two requests a paper
             raise ArxivError(f"The server is busy downloading {loading} other papers; try again in about {wait} s.",
                              transient=True)
-        state = self._states[arxiv_id] = _PaperState(arxiv_id, listeners=[on_progress] if on_progress else [])
+        state = self._states[key] = _PaperState(*key, listeners=[on_progress] if on_progress else [])
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
 
-    def _load(self, state: _PaperState) -> None:
-        """Download the PDF, then the metadata; a caller waiting goes before background work."""
-        def urgency(waited_for: int) -> Callable[[], int]:
-            return lambda: waited_for if state.waiting else URGENT_BACKGROUND
+    def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
+        """A request's urgency: ``waited_for`` while a caller waits for the paper, else background work."""
+        return lambda: waited_for if state.waiting else URGENT_BACKGROUND
 
-        settings, limiter, changed = self.settings, self.limiter, self.scheduler.changed
+    def _tell(self, state: _PaperState, message: str) -> None:
         for listener in list(state.listeners):
-            with contextlib.suppress(Exception):
-                listener(0, None, "Downloading the PDF")
+            with contextlib.suppress(Exception):  # a listener's failure must not fail the read
+                listener(0, None, message)
+
+    def _load(self, state: _PaperState) -> None:
+        """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes before
+        background work.  An id without a version asks the metadata first, to read the HTML of the latest."""
+        if state.source != "pdf":
+            if _split_version(state.arxiv_id)[1] is None:
+                self._fetch_metadata(state)
+            if state.error is None:
+                self._fetch_html(state)
+        if state.html is None and state.source != "html" and state.error is None:
+            self._fetch_pdf(state)
+        if state.paper is None and state.error is None:
+            self._fetch_metadata(state)
+        with self.scheduler.changed:
+            state.loading = False
+            if state.error is not None or state.html is None and state.text_error is not None \
+                    and state.text_error.transient:
+                # Not cached: the next call tries again.
+                state.forgotten = True
+                if self._states.get(state.key) is state:
+                    del self._states[state.key]
+            self._evict()
+            self.scheduler.changed.notify_all()
+
+    def _fetch_html(self, state: _PaperState) -> None:
+        """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source "auto",
+        anything but a LaTeXML article of that version leaves it to the PDF."""
+        version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
+        self._tell(state, "Downloading arXiv's HTML")
         try:
-            with self.scheduler.request_turn(urgency(URGENT_PDF)):
-                pdf = fetch_pdf(state.arxiv_id, settings=settings, limiter=limiter)
-            with changed:
-                state.pdf = pdf
-                self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
-        except ArxivError as error:
-            with changed:
-                state.text_error = error
-                changed.notify_all()  # the converter waits for no download now
-        except Exception as error:
-            _log_unexpected(error)
-            with changed:
-                state.text_error = ArxivError("The PDF could not be downloaded (an internal error).", transient=True)
-                changed.notify_all()
-        try:
-            with self.scheduler.request_turn(urgency(URGENT_SMALL)):
-                paper = fetch_metadata(state.arxiv_id, settings=settings, limiter=limiter)
+            with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
+                page = fetch_html(version, settings=self.settings, limiter=self.limiter)
+            html = parse_html(page, version)
         except Exception as error:
             if not isinstance(error, ArxivError):
                 _log_unexpected(error)
-            failure = error if isinstance(error, ArxivError) else ArxivError("An internal error occurred.")
-            with changed:
-                state.error = failure
-        else:
-            with changed:
-                state.paper = paper
+            log.info("no HTML text for %s (%s)%s", version, error, "; reading the PDF" * (state.source == "auto"))
+            if state.source == "html":
+                with self.scheduler.changed:
+                    state.text_error = error if isinstance(error, ArxivError) else ArxivError(
+                        "arXiv's HTML of this paper could not be read (an internal error).")
+            return
+        overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
+        with self.scheduler.changed:
+            state.html, state.html_overview = html, overview
+            self.scheduler.changed.notify_all()
+
+    def _fetch_pdf(self, state: _PaperState) -> None:
+        """Download the paper's PDF and schedule its structure pass and pages."""
+        changed = self.scheduler.changed
+        self._tell(state, "Downloading the PDF")
         with changed:
-            state.loading = False
-            if state.error is not None or state.text_error is not None and state.text_error.transient:
-                # Not cached: the next call tries again.
-                state.forgotten = True
-                if self._states.get(state.arxiv_id) is state:
-                    del self._states[state.arxiv_id]
-            self._evict()
-            changed.notify_all()
+            state.pdf_wanted = True
+        try:
+            with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
+                pdf = fetch_pdf(state.paper.arxiv_id if state.paper else state.arxiv_id, settings=self.settings,
+                                limiter=self.limiter)
+            with changed:
+                state.pdf = pdf
+                self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
+        except Exception as error:
+            if not isinstance(error, ArxivError):
+                _log_unexpected(error)
+                error = ArxivError("The PDF could not be downloaded (an internal error).", transient=True)
+            with changed:
+                state.text_error = error
+                changed.notify_all()  # the converter waits for no download now
+
+    def _fetch_metadata(self, state: _PaperState) -> None:
+        """Ask the API for the paper's metadata; a failure is the paper's error."""
+        try:
+            with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
+                paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter)
+        except Exception as error:
+            if not isinstance(error, ArxivError):
+                _log_unexpected(error)
+            with self.scheduler.changed:
+                state.error = error if isinstance(error, ArxivError) else ArxivError("An internal error occurred.")
+        else:
+            with self.scheduler.changed:
+                state.paper = paper
 
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading (with ``changed`` held)."""
-        return any(state.waiting and state.loading and state.pdf is None and state.text_error is None
+        return any(state.waiting and state.pdf_wanted and state.pdf is None and state.text_error is None
                    for state in self._states.values())
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
@@ -3929,7 +4062,7 @@ class PaperLibrary:
         if not state.structured or state.text_error is not None:
             return set()
         pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
-        return pages | self._section_pages(state, request)
+        return pages if state.html is not None else pages | self._section_pages(state, request)
 
     def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
         """The pages where a figure, table or equation is, or may be (with ``changed`` held)."""
@@ -3967,6 +4100,8 @@ class PaperLibrary:
             raise state.error
         if state.paper is None:
             return None
+        if state.html is not None:
+            return self._html_answer(state, request)
         if state.text_error is not None:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
         if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
@@ -3990,6 +4125,21 @@ class PaperLibrary:
                 len(state.pages) < state.structure.page_count:
             return None
         return dataclasses.replace(visuals, text=text, overview=state.structure.skim)
+
+    def _html_answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
+        """The Reading of a paper read from HTML: its text at once; for figures, tables and equations as
+        images, once its PDF's pages that hold them are converted (or with why they cannot be)."""
+        html = state.html
+        reading = Reading(state.paper, html.text, overview=state.html_overview, passages=html.passages,
+                          captions=html.captions, equations=html.equations)
+        if not any(visual.kind for visual in request.visuals):
+            return reading
+        if state.text_error is not None:
+            return dataclasses.replace(reading, image_error=str(state.text_error))
+        if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
+            return None
+        return dataclasses.replace(reading, captions=state.structure.captions, pdf=state.pdf,
+                                   regions=tuple(r for page in sorted(state.regions) for r in state.regions[page]))
 
     def _text(self, state: _PaperState, full: bool) -> PaperText:
         """The converted text: the full text's pages, or every converted page with the gaps left empty
@@ -4027,7 +4177,7 @@ class PaperLibrary:
                         or sum(state.size for state in self._states.values()) > budget):
             state = idle.pop(0)
             state.forgotten = True
-            del self._states[state.arxiv_id]
+            del self._states[state.key]
 
 
 LIBRARY = PaperLibrary()
@@ -4043,19 +4193,23 @@ def _log_unexpected(error: Exception) -> None:
     log.debug("details of the unexpected error", exc_info=error)
 
 
-def arxiv_markdown(url: str) -> str | None:
+def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
     """Resolve a URL from a web search to Markdown, for a resolver chain.
 
     Returns None when ``url`` names no arXiv paper (so the caller tries its
     next resolver); otherwise the paper as Markdown (``# arXiv Paper``,
     ``## Metadata``, ``## Abstract``, ``## Full Text (PDF)``, capped at
-    ARXIV_MAX_CHARS), or a short Markdown error note.  Never raises.
+    ARXIV_MAX_CHARS), or a short Markdown error note.  Never raises.  With
+    ``html``, the text comes from arXiv's HTML where it has it (``## Full Text
+    (HTML)``, the math as LaTeX), else from the PDF; this read's choice, whatever
+    ARXIV_SOURCE says.
     """
     arxiv_id = parse_arxiv_id(url) if isinstance(url, str) else None
     if arxiv_id is None:
         return None
     try:
-        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter), request=FULL)
+        reading = LIBRARY.read(arxiv_id, _deadline(LIBRARY.settings, LIBRARY.limiter), request=FULL,
+                               source="auto" if html else "pdf")
         return format_full(reading.paper, reading.text, reading.text_error, LIBRARY.settings.max_chars)
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
@@ -4074,9 +4228,10 @@ Read: give `paper` (an arXiv id such as 1706.03762 or hep-th/9711200, optionally
 or any arxiv.org abs/pdf/html URL). Without `section` you get an overview: metadata, abstract and the list \
 of sections with their sizes. Then read the sections you need with `section` (a number such as "3" or "2.1", \
 or a title such as "Introduction"; several separated by commas), or the whole paper with section="full" \
-(long: prefer sections). section="figure 2", "table I" or "equation 5" returns that region as an image with its \
+(long: prefer sections). The text is arXiv's HTML where it has one (math as LaTeX), else the PDF's. \
+section="figure 2", "table I" or "equation 5" returns that region as an image from the PDF with its \
 caption or text. section="bibtex" cites the paper. `find` returns the passages that hold some words \
-or a "quoted phrase", with their sections and pages.
+or a "quoted phrase", with their sections (and pages, for a text from the PDF).
 
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and paging. \
 Results list ids you can read with `paper`."""
@@ -4088,7 +4243,7 @@ _SECTION_HELP = ("With `paper`: omit (or 'overview') for the overview (metadata,
                  "reference list); 'full' for the whole text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for "
                  "images; 'figures' lists them.")
 _FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to find; returns the matching passages, "
-              "best first, with section and page. With `section`: only there.")
+              "best first, with their sections. With `section`: only there.")
 
 
 def _quote_input(text: str) -> str:
@@ -4162,7 +4317,7 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     library = library or LIBRARY
     request = build_search(**arguments)
     deadline = _deadline(library.settings, library.limiter)
-    with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline):
+    with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=library.settings.api_url):
         feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter)
     return format_search(request, feed)
 

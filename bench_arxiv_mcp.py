@@ -2,6 +2,7 @@
 
     uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...] [--agent]
     uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris, what the layout finds
+    uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html against their PDFs, and memory
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -108,14 +109,17 @@ def debris(text: str) -> dict[str, list[str]]:
             for rule, pattern in DEBRIS.items() if pattern.search(text)}
 
 
-def corpus_answer(pdfs: dict[str, bytes]) -> Answer:
-    """Each PDF at /pdf/ID and a minimal Atom entry for it at /api/query?id_list=ID; any search finds the
-    first paper."""
+def corpus_answer(pdfs: dict[str, bytes], htmls: dict[str, bytes] | None = None) -> Answer:
+    """Each PDF at /pdf/ID, each page of ``htmls`` at /html/ID (others: a 404, as arXiv answers a paper
+    without HTML) and a minimal Atom entry for it at /api/query?id_list=ID; any search finds the first paper."""
+    htmls = htmls or {}
 
     def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
         if path.startswith("/pdf/") and path[5:] in pdfs:
             return pdfs[path[5:]], "application/pdf"
-        if path == "/api/query" and query.get("id_list", [""])[0] in pdfs:
+        if path.startswith("/html/") and path[6:] in htmls:
+            return htmls[path[6:]], "text/html; charset=utf-8"
+        if path == "/api/query" and query.get("id_list", [""])[0] in {**pdfs, **htmls}:
             return ATOM_ENTRY.format(id=query["id_list"][0]).encode(), "application/atom+xml"
         if path == "/api/query" and "search_query" in query:
             return ATOM_ENTRY.format(id=next(iter(pdfs))).encode(), "application/atom+xml"
@@ -380,7 +384,7 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
     if len(pdfs) >= 8:  # through the MCP stdio server, in a fresh process
         ids = sorted(pdfs, key=lambda i: len(pdfs[i]))[-8:]  # the largest PDFs
         env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
-               "ARXIV_MIN_INTERVAL": str(settings.min_interval)}
+               "ARXIV_HTML_URL": settings.html_url, "ARXIV_MIN_INTERVAL": str(settings.min_interval)}
         peak, seconds = server_calls(env, [{"paper": i} for i in ids], linger=10.0)
         print(f"| eight overviews of the eight largest papers at once, stdio server: the slowest (converting all "
               f"eight: {sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | {max(seconds):.2f} s | "
@@ -423,6 +427,53 @@ def check(pdfs: dict[str, bytes]) -> int:
     return findings
 
 
+HTML_DIR = HERE.parent / "shared" / "html"
+HTML_VERSIONS = {"2203.00274": "2203.00274v2", "2305.03393": "2305.03393v1", "2407.16314": "2407.16314v1",
+                 "2508.08468": "2508.08468v6"}  # the version each shared page is of (ar5iv's name none)
+
+
+def report_html(pdfs: dict[str, bytes], runs: int) -> None:
+    """Issue 22's targets on the shared HTML pages, through the loopback stand-in with no limiter gap: the
+    parse alone, a cold overview plus one section (a fresh library each run) against a plain conversion
+    of the same paper's PDF, and the peak RSS of a stdio server that reads only HTML papers, beside an idle
+    server's and one that reads a PDF."""
+    htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
+    server = serve(corpus_answer(pdfs, htmls))
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{base}/html/{{id}}",
+                           min_interval=0, deadline=600)
+
+    def cold(version: str) -> float:
+        library = am.PaperLibrary(settings, am.RateLimiter(0))
+        start = time.perf_counter()
+        overview = am.read_paper(version, library=library)
+        section = am.read_paper(version, "1", library=library)
+        assert "from arXiv's HTML" in overview and not section.startswith(am.ERROR), (overview, section)
+        return time.perf_counter() - start
+
+    print("| paper (page size) | parse_html | cold overview + section 1 | plain PDF conversion | ratio |")
+    print("|---|---|---|---|---|")
+    for version, page in htmls.items():
+        parse = statistics.median(timed(am.parse_html, page, version)[0] for _ in range(runs))
+        reading = statistics.median(cold(version) for _ in range(runs))
+        plain = statistics.median(baseline(pdfs[version], am.SETTINGS.max_pages) for _ in range(runs)) \
+            if version in pdfs else None
+        print(f"| {version} ({len(page) / 1e3:.0f} KB) | {parse * 1e3:.0f} ms | {reading * 1e3:.0f} ms | "
+              + (f"{plain:.2f} s | {reading / plain:.3f} |" if plain else "no PDF here | |"))
+    env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
+           "ARXIV_HTML_URL": settings.html_url, "ARXIV_MIN_INTERVAL": "0"}
+    idle = statistics.median(server_calls(env, [])[0] for _ in range(runs))
+    html_only = statistics.median(server_calls(env, [{"paper": v, **s} for v in htmls for s in ({}, {"section": "1"})])[0]
+                                  for _ in range(runs))
+    pdf_env = {**env, "ARXIV_SOURCE": "pdf"}
+    one_pdf = statistics.median(server_calls(pdf_env, [{"paper": "2203.00274v2"}])[0] for _ in range(runs)) \
+        if "2203.00274v2" in pdfs else float("nan")
+    server.shutdown()
+    print(f"\n| stdio server, peak RSS | MB |\n|---|---|\n| idle (initialize only) | {idle:.0f} |\n"
+          f"| overview and section 1 of the {len(htmls)} HTML papers | {html_only:.0f} |\n"
+          f"| overview of 2203.00274v2 from its PDF (ARXIV_SOURCE=pdf) | {one_pdf:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf"))
@@ -439,6 +490,9 @@ def main() -> None:
     parser.add_argument("--compare-modes", action="store_true",
                         help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
                              "and the font outline")
+    parser.add_argument("--html", action="store_true",
+                        help="only arXiv's HTML (issue 22): the shared pages against their PDFs, and the memory of a "
+                             "server that reads only HTML")
     args = parser.parse_args()
 
     paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
@@ -450,15 +504,18 @@ def main() -> None:
         return
     if args.check:
         sys.exit(1 if check(pdfs) else 0)
+    if args.html:
+        report_html(pdfs, args.runs)
+        return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"
-    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", min_interval=args.interval,
-                           deadline=600)
+    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{base}/html/{{id}}",
+                           min_interval=args.interval, deadline=600)
     if args.agent:
         report_agent_session(pdfs, settings, args.runs)
         return
     env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
-           "ARXIV_MIN_INTERVAL": str(args.interval)}
+           "ARXIV_HTML_URL": settings.html_url, "ARXIV_MIN_INTERVAL": str(args.interval)}
 
     print(f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency {args.latency:g} s, "
           f"{os.cpu_count()} cores", file=sys.stderr)

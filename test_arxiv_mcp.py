@@ -86,13 +86,14 @@ def http_error(url, status, body=b"", headers=None):
 class FakeArxiv:
     """Stands in for urllib.request.urlopen.
 
-    ``pdfs`` and ``feeds`` map an id to bytes; ``script`` maps a URL substring
-    to a list of outcomes (exceptions or responses) served before the normal
-    answer, so faults can be injected per request.
+    ``pdfs``, ``htmls`` and ``feeds`` map an id to bytes (a paper without HTML gets arXiv's "No HTML" page
+    with a 404); ``script`` maps a URL substring to a list of outcomes (exceptions or responses) served before
+    the normal answer, so faults can be injected per request.
     """
 
-    def __init__(self, pdfs=None, feeds=None):
+    def __init__(self, pdfs=None, feeds=None, htmls=None):
         self.pdfs = dict(pdfs or {})
+        self.htmls = dict(htmls or {})
         self.feeds = dict(feeds or {})
         self.script: dict[str, list] = {}
         self.requests: list[urllib.request.Request] = []
@@ -119,6 +120,11 @@ class FakeArxiv:
             if arxiv_id in self.pdfs:
                 return FakeResponse(self.pdfs[arxiv_id], url, "application/pdf")
             raise http_error(url, 404)
+        if parts.path.startswith("/html/"):
+            arxiv_id = parts.path[len("/html/"):]
+            if arxiv_id in self.htmls:
+                return FakeResponse(self.htmls[arxiv_id], url, "text/html; charset=utf-8")
+            raise http_error(url, 404, f"<html><body><h1>No HTML for '{arxiv_id}'</h1></body></html>".encode())
         query = urllib.parse.parse_qs(parts.query)
         arxiv_id = query.get("id_list", [""])[0]
         body = self.feeds.get(arxiv_id, (DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_bytes())
@@ -331,14 +337,17 @@ def test_parse_arxiv_id_never_accepts_another_host(host, path):
 
 def test_settings_defaults_and_overrides():
     default = am.Settings.from_env({})
-    assert (default.api_url, default.pdf_url) == ("https://export.arxiv.org/api/query",
-                                                  "https://export.arxiv.org/pdf/{id}")
+    assert (default.api_url, default.pdf_url, default.html_url, default.source) == (
+        "https://export.arxiv.org/api/query", "https://export.arxiv.org/pdf/{id}", "https://arxiv.org/html/{id}", "auto")
     assert (default.min_interval, default.max_chars, default.max_pages, default.max_pdf_bytes) == (3.0, 50_000, 30,
                                                                                                 50_000_000)
     custom = am.Settings.from_env({"ARXIV_MAX_CHARS": "1000", "ARXIV_MIN_INTERVAL": "0.5",
                                    "ARXIV_PDF_URL": "http://mirror.example/p/{id}.pdf"})
     assert (custom.max_chars, custom.min_interval) == (1000, 0.5)
-    assert custom.allowed_hosts == {"export.arxiv.org", "mirror.example"}
+    assert custom.allowed_hosts == {"export.arxiv.org", "mirror.example", "arxiv.org"}
+    assert am.Settings.from_env({"ARXIV_SOURCE": "pdf", "ARXIV_HTML_URL": "https://mirror.example/h/{id}"}) == \
+        am.Settings(source="pdf", html_url="https://mirror.example/h/{id}")
+    assert am.Settings.from_env({"ARXIV_SOURCE": "latex", "ARXIV_HTML_URL": "https://mirror.example/h/"}) == default
 
 
 def test_bad_settings_fall_back_to_defaults_without_echoing_the_value(caplog):
@@ -879,7 +888,7 @@ def test_a_letter_without_headings_has_no_sections(convert_once):
     assert found == []
     paper = am.Paper("1111.4508v2", "Finite temperature DMRG", (), "abstract", "2011-11-18", "2012-01-01",
                      "cond-mat.str-el", ("cond-mat.str-el",))
-    assert 'No section headings were found in this PDF; read the text with `section="full"`' in (
+    assert 'No section headings were found in this paper; read the text with `section="full"`' in (
         am.format_overview(paper, am.overview_of(text)))
 
 
@@ -921,12 +930,14 @@ def test_arxiv_markdown_full_document(env):
     assert am.arxiv_markdown("arXiv:1111.2011v2") == document  # deterministic, and from the cache
 
 
-def test_cold_read_fetches_the_pdf_first_and_once(env):
+def test_cold_read_fetches_the_text_first_and_once(env):
+    """A paper without HTML: arXiv's "No HTML" answer, then its PDF, then the metadata."""
     call(paper="1111.2011v2")
-    assert [urllib.parse.urlsplit(u).path for u in env.urls] == ["/pdf/1111.2011v2", "/api/query"]
+    assert [urllib.parse.urlsplit(u).path for u in env.urls] == ["/html/1111.2011v2", "/pdf/1111.2011v2",
+                                                                 "/api/query"]
     call(paper="https://arxiv.org/abs/1111.2011v2", section="2")
     call(paper="1111.2011v2", section="full")
-    assert len(env.requests) == 2, "a second read makes no request"
+    assert len(env.requests) == 3, "a second read makes no request"
 
 
 def test_overview_lists_sections_within_budget(env):
@@ -1381,11 +1392,11 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
     long_read = threading.Thread(target=call, kwargs={"paper": "1111.2011v2", "section": "full"})
     long_read.start()
     states = env.library._states
-    wait_for(lambda: states.get("1111.2011v2") and states["1111.2011v2"].structured)  # page 1 is converting now
+    wait_for(lambda: (state := states.get(("1111.2011v2", "auto"))) and state.structured)  # page 1 is converting now
     answers = []
     overview = threading.Thread(target=lambda: answers.append(call(paper="2203.00274v2")))
     overview.start()
-    wait_for(lambda: states.get("2203.00274v2") and states["2203.00274v2"].pdf)  # its structure pass is next
+    wait_for(lambda: (state := states.get(("2203.00274v2", "auto"))) and state.pdf)  # its structure pass is next
     step.release()  # page 1 of the long read ends; the new paper's structure pass goes before page 2
     overview.join(10)
     assert answers and "- **1 Introduction**" in answers[0] and delivered == [1]
@@ -1443,9 +1454,9 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
         return real(request, timeout=timeout)
 
     monkeypatch.setattr(urllib.request, "urlopen", slow_pdfs)
-    for arxiv_id in ("1111.2011", "1111.2011v1"):
+    for arxiv_id in ("1111.2011v3", "1111.2011v1"):  # versioned: no request of theirs names v2
         env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, PDF_1111
-    readers = [threading.Thread(target=call, kwargs={"paper": i}) for i in ("1111.2011", "1111.2011v1")]
+    readers = [threading.Thread(target=call, kwargs={"paper": i}) for i in ("1111.2011v3", "1111.2011v1")]
     for reader in readers:
         reader.start()
     wait_for(lambda: sum(s.loading for s in env.library._states.values()) >= 2, what="two downloads")
@@ -1509,7 +1520,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
     release.set()
     wait_for(lambda: env.library.cached("1111.2011v2"), what="the background read to fill the cache")
     assert "## I Introduction" in call(paper="1111.2011v2", section="full")
-    assert len(env.requests) == 2
+    assert len(env.requests) == 3  # arXiv's "No HTML", the PDF, the metadata
 
 
 # ---------------------------------------------------------------------------
@@ -1757,7 +1768,8 @@ def test_concurrent_reads_share_one_download(env):
         t.join()
     # Each one an overview of the same sections; their sizes become exact as pages are converted.
     assert len({tuple(sorted(listed_sizes(r))) for r in results}) == 1 and len(listed_sizes(results[0])) == 9
-    assert sorted(urllib.parse.urlsplit(u).path for u in env.urls) == ["/api/query", "/pdf/1111.2011v2"]
+    assert sorted(urllib.parse.urlsplit(u).path for u in env.urls) == ["/api/query", "/html/1111.2011v2",
+                                                                       "/pdf/1111.2011v2"]
 
 
 def test_many_papers_at_once_all_complete(env):
@@ -1787,19 +1799,22 @@ def test_reads_of_different_papers_keep_the_per_host_spacing(env, monkeypatch):
     limiter = am.RateLimiter(0.1)  # a real clock: the two reads' requests really overlap
     monkeypatch.setattr(env.library, "limiter", limiter)
     monkeypatch.setattr(am, "LIMITER", limiter)
-    starts, guard, real = [], threading.Lock(), urllib.request.urlopen
+    guard, real = threading.Lock(), urllib.request.urlopen
+    starts = {"arxiv.org": [], "export.arxiv.org": []}
 
     def timed(request, timeout=None):
         with guard:
-            starts.append(time.monotonic())
+            starts[urllib.parse.urlsplit(request.full_url).hostname].append(time.monotonic())
         return real(request, timeout=timeout)
 
     monkeypatch.setattr(urllib.request, "urlopen", timed)
     papers = ("1111.2011v2", "1111.2011")
     overlapping(2, lambda index: call(paper=papers[index]))
-    starts.sort()
-    assert len(starts) == 4  # a PDF and a metadata request each, all to export.arxiv.org
-    assert all(b - a >= 0.099 for a, b in zip(starts, starts[1:])), starts
+    # Each: arXiv's "No HTML" from arxiv.org, its PDF and metadata from export.arxiv.org; each host spaced.
+    assert [len(starts["arxiv.org"]), len(starts["export.arxiv.org"])] == [2, 4]
+    for host_starts in starts.values():
+        host_starts.sort()
+        assert all(b - a >= 0.099 for a, b in zip(host_starts, host_starts[1:])), starts
 
 
 # ---------------------------------------------------------------------------
@@ -2124,7 +2139,7 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
     assert len(image.data) <= am._IMAGE_BYTES
     label = f"**{am._visual_label(kind, number)}** (p. {page}"
     assert label in answer.text
-    region = next(r for r in env.library._states["1111.2011v2"].regions[page] if r.number == number
+    region = next(r for r in env.library._states["1111.2011v2", "auto"].regions[page] if r.number == number
                   and r.kind == kind)
     width, height = region.bbox[2] - region.bbox[0], region.bbox[3] - region.bbox[1]
     assert abs(image.width - (width + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2  # that region, at 150 dpi
@@ -2580,6 +2595,144 @@ def test_the_html_and_the_pdf_of_a_paper_have_the_same_numbered_sections(html_pa
     assert ("", "ethical considerations") in html_sections  # which the PDF's outline misses
 
 
+# Reading a paper from its HTML: through the library, counting requests
+
+PDF_2203 = DATA / "2203.00274v2.pdf"
+
+
+@pytest.fixture
+def html_env(env):
+    """The library's env, with 2203.00274v2's HTML (ar5iv's page), PDF and a minimal Atom entry."""
+    env.htmls["2203.00274v2"] = html_page("2203.00274").encode()
+    env.pdfs["2203.00274v2"] = PDF_2203.read_bytes()
+    env.feeds["2203.00274v2"] = ATOM_ENTRY.format(id="2203.00274v2").encode()
+    return env
+
+
+def paths(env) -> list[str]:
+    return [urllib.parse.urlsplit(url).path for url in env.urls]
+
+
+def test_a_paper_with_html_is_read_from_it_with_no_pdf_download(html_env):
+    overview = call(paper="2203.00274v2")
+    assert paths(html_env) == ["/html/2203.00274v2", "/api/query"]
+    assert re.search(r"## Sections\n[0-9,]+ chars, ~[0-9,]+ tokens, in 20 sections, from arXiv's HTML\.", overview)
+    assert "- **2 Preliminaries: Tapas for Table Encoding**" in overview and " pages" not in overview.split("## Sections")[1]
+    assert "- **Figure 1**: Examples showing" in overview and "(p. " not in overview  # no pages until the PDF
+    assert "21 entries, 4 with an arXiv id" in overview
+    section = call(paper="2203.00274v2", section="2")
+    assert r"$$\text{Attn}(H)=\text{softmax}(\frac{QK^{\top}}{\sqrt{d_{K}}})V$$ (2)" in section
+    found = call(paper="2203.00274v2", find="attention bias")
+    assert re.search(r'^1\. \*\*[^*]+\*\* \([0-9]+ match', found, re.M) and ", p. " not in found
+    full = call(paper="2203.00274v2", section="full")
+    assert "## Full Text (HTML)\n# TableFormer" in full
+    assert paths(html_env) == ["/html/2203.00274v2", "/api/query"], "no PDF for text, no second request"
+
+
+def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(html_env):
+    call(paper="2203.00274v2")
+    answer = am.arxiv_answer(paper="2203.00274v2", section="equation 2")
+    assert paths(html_env) == ["/html/2203.00274v2", "/api/query", "/pdf/2203.00274v2"]  # the PDF, on first use
+    assert not answer.is_error and len(answer.images) == 1
+    assert re.search(r"\*\*Equation \(2\)\*\* \(p\. 3, section \"2 Preliminaries: Tapas for Table Encoding\"; image "
+                     r"[0-9]+×[0-9]+ px\): \$\$\\text\{Attn\}\(H\)", answer.text), answer.text
+    figure = am.arxiv_answer(paper="2203.00274v2", section="figure 2")
+    assert len(figure.images) == 1 and "**Figure 2** (p. " in figure.text
+    assert paths(html_env).count("/pdf/2203.00274v2") == 1
+    # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no image.
+    html_env.library._states["2203.00274v2", "auto"].html.equations["99"] = "$$x=1$$ (99)"
+    missing = am.arxiv_answer(paper="2203.00274v2", section="equation 99")
+    assert missing.images == () and missing.text.endswith("**Equation (99)**: $$x=1$$ (99) *[no image: the PDF's "
+                                                           "pages show no Equation (99)]*")
+
+
+def test_a_paper_read_from_html_whose_pdf_fails_still_gives_the_equations_latex(html_env):
+    del html_env.pdfs["2203.00274v2"]
+    answer = am.arxiv_answer(paper="2203.00274v2", section="equation 1")
+    assert not answer.is_error and answer.images == ()
+    assert answer.text.endswith(r"**Equation (1)**: $$Q=HW^{Q},\quad V=HW^{V},\quad K=HW^{K}$$ (1) *[no image: "
+                                "arXiv has no PDF for 2203.00274v2 (HTTP 404).]*")
+    assert "## Sections" in call(paper="2203.00274v2"), "the text stays"
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda page: b"<html><body><h1>No HTML for '2203.00274v2'</h1></body></html>",  # answered with a 200
+    lambda page: page[:len(page) // 3],  # cut short
+    lambda page: page.replace(b'class="ltx_p">', b'class="ltx_p"><span class="ltx_ERROR">\\AND</span>'),
+    lambda page: page.replace(b"<head>", b'<head><base href="/html/2203.00274v1/">'),  # another version
+    lambda page: b"Rate exceeded.",
+])
+def test_a_page_that_is_not_the_paper_falls_back_to_the_pdf(html_env, spoil):
+    html_env.htmls["2203.00274v2"] = spoil(html_env.htmls["2203.00274v2"])
+    overview = call(paper="2203.00274v2")
+    assert "from the PDF." in overview and "- **1 Introduction**" in overview
+    assert paths(html_env) == ["/html/2203.00274v2", "/pdf/2203.00274v2", "/api/query"]
+    assert "\\AND" not in call(paper="2203.00274v2", section="1")
+
+
+def test_the_source_setting_and_arxiv_markdown_choose_per_read(html_env, monkeypatch):
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, source="pdf"))
+    assert "from the PDF." in call(paper="2203.00274v2")
+    assert "/html/2203.00274v2" not in paths(html_env)
+    assert "## Full Text (PDF)" in am.arxiv_markdown("https://arxiv.org/abs/2203.00274v2")
+    html = am.arxiv_markdown("https://arxiv.org/abs/2203.00274v2", html=True)
+    assert "## Full Text (HTML)" in html and r"$$Q=HW^{Q},\quad V=HW^{V},\quad K=HW^{K}$$ (1)" in html
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, source="html"))
+    del html_env.htmls["2203.00274v2"]
+    html_env.feeds["1111.2011v2"] = ATOM_1111
+    only_html = call(paper="1111.2011v2")
+    assert "The full text is unavailable: arXiv has no HTML for 1111.2011v2 (HTTP 404)." in only_html
+    assert "/pdf/1111.2011v2" not in paths(html_env)
+
+
+def test_an_id_without_a_version_reads_the_html_of_the_latest_version(html_env):
+    html_env.feeds["2203.00274"] = html_env.feeds["2203.00274v2"]
+    assert "from arXiv's HTML." in call(paper="2203.00274")
+    assert paths(html_env) == ["/api/query", "/html/2203.00274v2"]
+
+
+def test_a_request_to_one_host_never_waits_behind_another_hosts():
+    scheduler, order, holding = am.Scheduler(lambda: 30, needed=lambda state: set()), [], threading.Event()
+
+    def request(name, url):
+        with scheduler.request_turn(lambda: am.URGENT_SMALL, url=url):
+            order.append(name)
+            if name == "api":
+                holding.wait(5)
+
+    api = threading.Thread(target=request, args=("api", "https://export.arxiv.org/api/query"))
+    api.start()
+    wait_for(lambda: order)
+    html = threading.Thread(target=request, args=("html", "https://arxiv.org/html/x"))
+    pdf = threading.Thread(target=request, args=("pdf", "https://export.arxiv.org/pdf/x"))
+    html.start()
+    pdf.start()
+    html.join(5)
+    assert order == ["api", "html"], "the HTML went while the API request was still held; the PDF waits"
+    holding.set()
+    for thread in (api, pdf):
+        thread.join(5)
+    assert order == ["api", "html", "pdf"]
+
+
+def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path):
+    """A server process that has read only HTML papers has not loaded pymupdf (nor its layout model)."""
+    page, pdf = html_page("2203.00274").encode(), PDF_2203.read_bytes()
+    server = serve(corpus_answer({"2203.00274v2": pdf}, {"2203.00274v2": page}))
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    code = ("import sys, arxiv_mcp as am\n"
+            "read = lambda **kw: am.arxiv_tool(paper='2203.00274v2', **kw)\n"
+            "assert \"from arXiv's HTML\" in read() and '$$' in read(section='2') and 'Full Text (HTML)' in "
+            "read(section='full') and 'match' in read(find='row ids')\n"
+            "print('pymupdf' in sys.modules, 'pymupdf4llm' in sys.modules)")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=server_environment(base, tmp_path),
+                             capture_output=True, text=True, timeout=120, check=True)
+    finally:
+        server.shutdown()
+    assert out.stdout.split() == ["False", "False"], out.stderr
+
+
 # ---------------------------------------------------------------------------
 # End to end: the real server process, the SDK's own client, a loopback arXiv
 # ---------------------------------------------------------------------------
@@ -2611,6 +2764,7 @@ def server_environment(base, tmp_path):
     home.mkdir()
     tmp.mkdir()
     return {**os.environ, "ARXIV_API_URL": f"{base}/api/query", "ARXIV_PDF_URL": f"{base}/pdf/{{id}}",
+            "ARXIV_HTML_URL": f"{base}/html/{{id}}",
             "ARXIV_MIN_INTERVAL": "0", "HOME": str(home), "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
