@@ -1227,15 +1227,20 @@ def _matches(text: str, marked: bool, entry: Section) -> bool:
 
 def _heading_line(lines: list[_Line], entry: Section, where: range, used: set[int]) -> tuple[int | None, str]:
     """The first line in ``where`` (not ``used``) that is the entry's heading,
-    alone or joined to the line after it (raw text breaks headings): (index, heading text)."""
-    for i in where:
-        if i in used:
-            continue
-        candidates = [lines[i].text]
-        if i + 1 < len(lines) and len(lines[i].text) < _SHORT_LINE:
-            candidates.append(f"{lines[i].text} {lines[i + 1].text}")
-        if heading := next((text for text in candidates if _matches(text, lines[i].marked, entry)), ""):
-            return i, heading
+    alone or joined to the line after it (raw text breaks headings): (index, heading text).
+    A numbered entry's heading printed with its number goes first: a line that only repeats
+    its title is often a label drawn in a figure ("Scaled Dot-Product Attention" above 3.2.1)."""
+    numbered = _match_key(entry.label) if entry.number else ""
+    for with_number in (True, False) if numbered else (False,):
+        for i in where:
+            if i in used:
+                continue
+            candidates = [lines[i].text]
+            if i + 1 < len(lines) and len(lines[i].text) < _SHORT_LINE:
+                candidates.append(f"{lines[i].text} {lines[i + 1].text}")
+            if heading := next((text for text in candidates if (
+                    _match_key(text) == numbered if with_number else _matches(text, lines[i].marked, entry))), ""):
+                return i, heading
     return None, ""
 
 
@@ -1620,6 +1625,7 @@ class Overview:
 
 
 _SENTENCE_WINDOW = 3_000  # characters at the start of a section that hold its first sentence
+_NOT_SENTENCES = ("*[", "$$", "*Equation")  # a figure's line, an equation's: a section's first sentence is prose
 
 
 def _first_sentence(text: str, label: str, limit: int = 110) -> str:
@@ -1628,8 +1634,8 @@ def _first_sentence(text: str, label: str, limit: int = 110) -> str:
     lines = text[:_SENTENCE_WINDOW].replace("-\n", "").splitlines()[1:]
     while lines and (not lines[0].strip() or _match_key(lines[0]) in _match_key(label)):
         lines.pop(0)
-    plain = " ".join(_strip_markup(line) for line in lines
-                     if line.strip() and not line.lstrip().startswith(("#", *_NOT_PROSE)))
+    plain = " ".join(_strip_markup(line) for line in lines if line.strip() and not line.lstrip().startswith(
+        ("#", *_NOT_PROSE, *_NOT_SENTENCES)) and not _CAPTION_LABEL.match(line.lstrip("*_ ")))
     plain = re.sub(r"\s+([,.;:])", r"\1", plain)
     m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
     sentence = m[1] if m and len(m[1]) <= limit else plain

@@ -778,6 +778,48 @@ def test_the_font_outline_loses_no_heading_the_layout_conversion_finds(convert_o
     by_font = am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections
     assert len(by_layout) >= 15 and {s.label for s in by_layout} <= {s.label for s in by_font}
 
+def test_a_label_in_a_figure_that_repeats_a_section_title_is_not_its_heading():
+    """As in the Transformer paper: Figure 2's boxes are labelled with the titles of 3.2.1 and 3.2.2, above them."""
+    import pymupdf
+
+    doc, y = pymupdf.open(), 72
+    page = doc.new_page()
+
+    def line(text, size=10, bold=False):
+        nonlocal y
+        page.insert_text((72, y), text, fontsize=size, fontname="hebo" if bold else "helv")
+        y += size + 6
+
+    line("A Synthetic Paper on Attention", 16, True)
+    for heading, sentence in [("1 Introduction", "Attention maps a query and key-value pairs to an output."),
+                              ("2 Model", "The model stacks attention layers, drawn in Figure 1.")]:
+        line(heading, 12, True)
+        for _ in range(4):
+            line(sentence)
+    top = y + 10
+    for left, label in [(72, "Scaled Dot-Product Attention"), (310, "Multi-Head Attention")]:
+        page.draw_rect(pymupdf.Rect(left, top, left + 230, top + 120), color=(0, 0, 0))
+        page.insert_text((left + 20, top + 60), label, fontsize=9, fontname="helv")
+    y = top + 140
+    line("Figure 1: The attention blocks.", 9)
+    for heading, sentence in [("2.1 Scaled Dot-Product Attention", "It divides the scores by a square root."),
+                              ("2.2 Multi-Head Attention", "It runs several attention functions at once.")]:
+        line(heading, 11, True)
+        for _ in range(4):
+            line(sentence)
+    doc.set_toc([[1, "1 Introduction", 1], [1, "2 Model", 1], [2, "2.1 Scaled Dot-Product Attention", 1],
+                 [2, "2.2 Multi-Head Attention", 1]])
+    data = doc.tobytes()
+    skim = {row.section.label: row.section for row in am.skim_pdf(data).sections}
+    text = am.PaperText.from_pdf(am.pdf_to_markdown(data))
+    assert {"2.1 Scaled Dot-Product Attention", "2.2 Multi-Head Attention"} <= set(skim)
+    for section in text.sections:  # each starts at its own heading, in the raw and the converted text
+        if section.number.startswith("2."):
+            body = text.body(section)
+            assert ("It divides" in body or "several attention" in body) and "Figure 1" not in body, body
+            assert abs(skim[section.label].chars - section.chars) < 0.2 * section.chars, (skim, section)
+
+
 
 # Headings as printed, checked by hand against each PDF: styles that the font pass must read.
 FONT_OUTLINES = {
