@@ -3754,7 +3754,8 @@ class Scheduler:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(state, wanted[0])
         rest = [page for page in state.full_pages(self.max_pages()) if page not in state.pages]
         # A page nobody waits for is not begun while a caller waits for a download: its structure pass goes next.
-        if rest and state in self._recent and not self.downloading():
+        # A paper read from HTML converts only the pages of the images asked for.
+        if rest and state.html is None and state in self._recent and not self.downloading():
             return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
         return ((JOB_CLOSE,), lambda: self._close(state)) if state.doc is not None else None
 
@@ -3768,8 +3769,8 @@ class Scheduler:
             job = self._job_for(state)
             if job is not None:
                 jobs.append((job[0], state, job[1]))
-            elif not state.loading and (state.forgotten or state.text_error is not None or state.structured
-                                        and all(page in state.pages for page in state.full_pages(self.max_pages()))):
+            elif not state.loading and (state.forgotten or state.text_error is not None or state.structured and (
+                    state.html is not None or all(page in state.pages for page in state.full_pages(self.max_pages())))):
                 self._papers.remove(state)
         return min(jobs, key=lambda job: job[0])[1:] if jobs else None
 

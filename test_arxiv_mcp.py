@@ -2681,6 +2681,10 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     figure = am.arxiv_answer(paper="2203.00274v2", section="figure 2")
     assert len(figure.images) == 1 and "**Figure 2** (p. " in figure.text
     assert paths(html_env).count("/pdf/2203.00274v2") == 1
+    # The text is the HTML's: only the pages of the images asked for are converted, none in the background.
+    state = html_env.library._states["2203.00274v2", "auto"]
+    wait_for(lambda: not html_env.library.scheduler.has_work(), what="the PDF work to end")
+    assert 3 in state.pages and len(state.pages) <= 2 < state.structure.page_count
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no image.
     html_env.library._states["2203.00274v2", "auto"].html.equations["99"] = "$$x=1$$ (99)"
     missing = am.arxiv_answer(paper="2203.00274v2", section="equation 99")
@@ -2760,7 +2764,8 @@ def test_a_request_to_one_host_never_waits_behind_another_hosts():
 def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path):
     """A server process that has read only HTML papers has not loaded pymupdf (nor its layout model)."""
     page, pdf = html_page("2203.00274").encode(), PDF_2203.read_bytes()
-    server = serve(corpus_answer({"2203.00274v2": pdf}, {"2203.00274v2": page}))
+    answer, asked = corpus_answer({"2203.00274v2": pdf}, {"2203.00274v2": page}), []
+    server = serve(lambda path, query: asked.append(path) or answer(path, query))
     base = f"http://127.0.0.1:{server.server_address[1]}"
     code = ("import sys, arxiv_mcp as am\n"
             "read = lambda **kw: am.arxiv_tool(paper='2203.00274v2', **kw)\n"
@@ -2773,6 +2778,7 @@ def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path
     finally:
         server.shutdown()
     assert out.stdout.split() == ["False", "False"], out.stderr
+    assert asked == ["/html/2203.00274v2", "/api/query"]  # four reads: one page of HTML, one metadata request
 
 
 # ---------------------------------------------------------------------------
