@@ -3635,6 +3635,10 @@ _BACKGROUND_PAPERS = 2  # papers whose full text goes on converting while nobody
 URGENT_SMALL, URGENT_PDF, URGENT_BACKGROUND = 0, 1, 2
 # The converter's jobs, the smallest first (``Scheduler``); within one, the most recently asked paper first.
 JOB_STRUCTURE, JOB_WAITED_PAGE, JOB_BACKGROUND_PAGE, JOB_CLOSE = 0, 1, 2, 3
+# A search's entries stand for their papers' metadata for a while: reading one of them asks the API nothing.  An
+# hour, because a paper can gain a version meanwhile; the entries of a few hundred searches at most.
+_SEARCHED_TTL = 3600.0
+_SEARCHED_ENTRIES = 2_000
 _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
 _IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
 
@@ -3866,7 +3870,8 @@ class PaperLibrary:
 
     A cold read fetches the paper's text first, then asks for the metadata: with the source "auto" (the
     default) arXiv's HTML of the version read (an id without a version asks the metadata first, for the
-    latest version), else the PDF.  The HTML is parsed at once, with no PDF and no pymupdf.  A PDF's
+    latest version), else the PDF; a paper that a recent search listed takes its metadata, and its latest
+    version, from that entry, with no request (``remember``).  The HTML is parsed at once, with no PDF and no pymupdf.  A PDF's
     structure is read and the pages the callers need are converted while the rate limiter holds the
     metadata request back, so the limiter's gap does not add to the latency; a paper read from HTML
     downloads its PDF only when an image of it is asked for.  A call waits on one thing, the scheduler's
@@ -3882,6 +3887,25 @@ class PaperLibrary:
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s) and one
         # from the HTML are two texts.
         self._states: OrderedDict[tuple[str, str], _PaperState] = OrderedDict()
+        # The entries of recent searches by id, with and without their version: (when, metadata); oldest first.
+        self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
+
+    def remember(self, papers: Sequence[Paper]) -> None:
+        """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never the list)."""
+        now = self.limiter.clock()
+        with self.scheduler.changed:
+            for paper in papers:
+                for key in dict.fromkeys((paper.arxiv_id, _split_version(paper.arxiv_id)[0])):
+                    self._searched[key] = (now, paper)
+                    self._searched.move_to_end(key)
+            while len(self._searched) > _SEARCHED_ENTRIES:
+                self._searched.popitem(last=False)
+
+    def _searched_paper(self, arxiv_id: str) -> Paper | None:
+        """The metadata a recent search gave for ``arxiv_id`` (without a version: its latest), or None
+        (with ``changed`` held)."""
+        when, paper = self._searched.get(arxiv_id, (0.0, None))
+        return paper if paper is not None and self.limiter.clock() - when <= _SEARCHED_TTL else None
 
     def cached(self, arxiv_id: str, source: str | None = None) -> Reading | None:
         """The paper with its full text, once it is read (and converted), else None."""
@@ -3894,8 +3918,9 @@ class PaperLibrary:
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
         """The paper's metadata alone: the known one, or one API request, with no download."""
         with self.scheduler.changed:
-            known = next((state.paper for (known_id, _), state in self._states.items()
-                          if known_id == arxiv_id and state.paper is not None), None)
+            known = self._searched_paper(arxiv_id) or next(
+                (state.paper for (known_id, _), state in self._states.items()
+                 if known_id == arxiv_id and state.paper is not None), None)
         if known is not None:
             return known
         with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
@@ -3918,8 +3943,12 @@ class PaperLibrary:
         changed = self.scheduler.changed
         # The deadline is a limiter-clock time; waits are in real time.
         until = None if deadline is None else time.monotonic() + max(0.0, deadline - self.limiter.clock())
-        key = (arxiv_id, source or self.settings.source)
         with changed:
+            # An id without a version is the latest version a recent search names: keyed by it, so that a
+            # newer version is never answered with an older one's text.
+            if _split_version(arxiv_id)[1] is None and (searched := self._searched_paper(arxiv_id)):
+                arxiv_id = searched.arxiv_id
+            key = (arxiv_id, source or self.settings.source)
             state = self._states.get(key)
             if state is None:
                 state = self._start(key, on_progress)
@@ -3961,7 +3990,8 @@ class PaperLibrary:
             wait = max(5, round(2 * loading * self.limiter.interval))  # two requests a paper
             raise ArxivError(f"The server is busy downloading {loading} other papers; try again in about {wait} s.",
                              transient=True)
-        state = self._states[key] = _PaperState(*key, listeners=[on_progress] if on_progress else [])
+        state = self._states[key] = _PaperState(*key, paper=self._searched_paper(key[0]),
+                                                listeners=[on_progress] if on_progress else [])
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
 
@@ -3978,7 +4008,7 @@ class PaperLibrary:
         """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes before
         background work.  An id without a version asks the metadata first, to read the HTML of the latest."""
         if state.source != "pdf":
-            if _split_version(state.arxiv_id)[1] is None:
+            if _split_version(state.arxiv_id)[1] is None and state.paper is None:
                 self._fetch_metadata(state)
             if state.error is None:
                 self._fetch_html(state)
@@ -4326,6 +4356,7 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     deadline = _deadline(library.settings, library.limiter)
     with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=library.settings.api_url):
         feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter)
+    library.remember(feed.papers)
     return format_search(request, feed)
 
 

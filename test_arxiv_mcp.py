@@ -2781,6 +2781,42 @@ def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path
     assert asked == ["/html/2203.00274v2", "/api/query"]  # four reads: one page of HTML, one metadata request
 
 
+# Metadata from search (issue 23): what a search returned is not asked again
+
+
+def test_a_paper_a_search_listed_is_read_with_no_metadata_request(env):
+    feed_answer(env, "2016_search_quantum_criticality_2results.xml")
+    assert "1111.2011v2" in call(query="quantum criticality")
+    overview = call(paper="1111.2011v2")
+    assert "## Sections" in overview and "Quantum Criticality for Extended Nodes" in overview
+    assert "V Discussion" in call(paper="1111.2011", section="V")  # the search's latest version: the same read
+    assert "@misc{" in call(paper="1111.2011v2", section="bibtex")
+    assert [urllib.parse.urlsplit(u).path for u in env.urls] == ["/api/query", "/html/1111.2011v2",
+                                                                 "/pdf/1111.2011v2"]
+    assert "search_query" in env.urls[0] and not any("id_list" in u for u in env.urls)
+    assert list(env.library._states) == [("1111.2011v2", "auto")]
+
+
+def test_an_id_without_a_version_reads_the_version_a_search_names_not_an_older_cached_one(env):
+    env.feeds["1111.2011"], env.pdfs["1111.2011v1"] = ATOM_1111, PDF_1111
+    old = dataclasses.replace(am.parse_feed(ATOM_1111).papers[0], arxiv_id="1111.2011v1")
+    env.library.remember([old])  # a search said v1 was the latest
+    call(paper="1111.2011")
+    assert ("1111.2011v1", "auto") in env.library._states
+    feed_answer(env, "2016_search_quantum_criticality_2results.xml")  # now a search says v2
+    call(query="quantum criticality")
+    assert "arXiv ID:** 1111.2011v2" in call(paper="1111.2011")
+    assert ("1111.2011v2", "auto") in env.library._states and "/pdf/1111.2011v2" in paths(env)
+
+
+def test_a_search_entry_stands_for_its_metadata_for_an_hour(env):
+    feed_answer(env, "2016_search_quantum_criticality_2results.xml")
+    call(query="quantum criticality")
+    env.clock.now += am._SEARCHED_TTL + 1
+    call(paper="1111.2011v2")
+    assert "/api/query" in [urllib.parse.urlsplit(u).path for u in env.urls[1:]], "past its hour: asked again"
+
+
 # ---------------------------------------------------------------------------
 # End to end: the real server process, the SDK's own client, a loopback arXiv
 # ---------------------------------------------------------------------------
