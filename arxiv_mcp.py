@@ -2343,8 +2343,8 @@ def overview_of(text: PaperText) -> Overview:
 # arXiv's HTML: the authors' LaTeX, sections and tables from LaTeXML, read into the same text model
 # ---------------------------------------------------------------------------
 
-# The paper is the <article class="ltx_document"> element; everything around it is arXiv's site.  The rules
-# of what becomes of each LaTeXML element, by class (the first class of an element that has a rule wins):
+# The paper is the <article class="ltx_document"> element; everything around it is arXiv's site.  What becomes
+# of a LaTeXML element, by its classes (``_LatexmlWriter.block`` tries the rules in order):
 _LTX_SECTIONS = frozenset({"ltx_part", "ltx_chapter", "ltx_section", "ltx_subsection", "ltx_subsubsection",
                            "ltx_appendix", "ltx_bibliography", "ltx_index"})  # nested: their depth is the level
 _LTX_DROPPED = frozenset({"ltx_ERROR",  # an unconverted macro (\AND): its name is no text of the paper
@@ -2365,7 +2365,7 @@ _HTML_VOID = frozenset("area base br col embed hr img input link meta param sour
 _HTML_SKIPPED = frozenset({"script", "style", "svg", "template", "button", "dialog", "form"})
 _MAX_HTML_BYTES = 40_000_000  # LaTeXML writes MathML beside every formula: a long paper's page runs to tens of MB
 _MAX_HTML_DEPTH = 200  # elements open at once; LaTeXML nests a few dozen: deeper is hostile, refused before rendering
-_MAX_ERROR_SHARE = 0.25  # of paragraphs with an unconverted macro: past it words are missing all over, the PDF reads
+_MAX_ERROR_SHARE = 0.25  # of paragraphs with an unconverted macro: past it words are missing all over: read the PDF
 _NO_HTML = "No HTML for"  # arXiv's page for a paper without HTML (a PDF-only submission, a failed conversion)
 _FATAL = "Conversion to HTML had a Fatal error"  # what LaTeXML writes on a page whose conversion broke off
 _DISPLAYSTYLE = re.compile(r"^\s*\\displaystyle\b\s*")
@@ -3803,10 +3803,8 @@ class Scheduler:
                 doc = _open_pdf(state.pdf)
             structure = read_structure(doc)
         except Exception as error:
-            if not isinstance(error, ArxivError):
-                log.warning("structure pass failed: %s", type(error).__name__)
             with self.changed:
-                state.text_error = error if isinstance(error, ArxivError) else ArxivError("The PDF could not be read.")
+                state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
                 state.doc = doc  # its next job closes it
             return
         with self.changed:
@@ -4037,13 +4035,11 @@ class PaperLibrary:
                 page = fetch_html(version, settings=self.settings, limiter=self.limiter)
             html = parse_html(page, version)
         except Exception as error:
-            if not isinstance(error, ArxivError):
-                _log_unexpected(error)
-            log.info("no HTML text for %s (%s)%s", version, error, "; reading the PDF" * (state.source == "auto"))
+            failure = _as_arxiv_error(error, "arXiv's HTML of this paper could not be read (an internal error).")
+            log.info("no HTML text for %s (%s)%s", version, failure, "; reading the PDF" * (state.source == "auto"))
             if state.source == "html":
                 with self.scheduler.changed:
-                    state.text_error = error if isinstance(error, ArxivError) else ArxivError(
-                        "arXiv's HTML of this paper could not be read (an internal error).")
+                    state.text_error = failure
             return
         overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
         with self.scheduler.changed:
@@ -4064,11 +4060,9 @@ class PaperLibrary:
                 state.pdf = pdf
                 self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
         except Exception as error:
-            if not isinstance(error, ArxivError):
-                _log_unexpected(error)
-                error = ArxivError("The PDF could not be downloaded (an internal error).", transient=True)
             with changed:
-                state.text_error = error
+                state.text_error = _as_arxiv_error(error, "The PDF could not be downloaded (an internal error).",
+                                                   transient=True)
                 changed.notify_all()  # the converter waits for no download now
 
     def _fetch_metadata(self, state: _PaperState) -> None:
@@ -4077,10 +4071,8 @@ class PaperLibrary:
             with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
                 paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter)
         except Exception as error:
-            if not isinstance(error, ArxivError):
-                _log_unexpected(error)
             with self.scheduler.changed:
-                state.error = error if isinstance(error, ArxivError) else ArxivError("An internal error occurred.")
+                state.error = _as_arxiv_error(error, "An internal error occurred.")
         else:
             with self.scheduler.changed:
                 state.paper = paper
@@ -4228,6 +4220,14 @@ def _log_unexpected(error: Exception) -> None:
     """Log a bug by its type only: a message or traceback can hold paths and secrets (details at DEBUG)."""
     log.error("unexpected %s; the server keeps running", type(error).__name__)
     log.debug("details of the unexpected error", exc_info=error)
+
+
+def _as_arxiv_error(error: Exception, message: str, transient: bool = False) -> ArxivError:
+    """``error`` itself when it is an ArxivError (a cause to tell); else a bug: logged, and ``message``."""
+    if isinstance(error, ArxivError):
+        return error
+    _log_unexpected(error)
+    return ArxivError(message, transient=transient)
 
 
 def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
