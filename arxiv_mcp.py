@@ -13,8 +13,9 @@ Run it as an MCP stdio server with ``uv run arxiv_mcp.py``.  The one tool, ``arx
 (fielded queries, categories, dates, sorting, paging) and reads a paper progressively: an overview
 (metadata, abstract, sections with their sizes, figures and tables), then the sections it needs, the
 whole text within a cap, figures, tables and equations as images rendered from the PDF, the passages
-that hold some words, a BibTeX entry and the arXiv ids its references cite.  PDFs are converted page by
-page with pymupdf4llm, on one converter thread, by priority.
+that hold some words, a BibTeX entry and the arXiv ids its references cite.  The text is arXiv's HTML
+(LaTeXML: the authors' LaTeX) where arXiv has it, else the PDF, converted page by page with pymupdf4llm,
+on one converter thread, by priority.  The server keeps versioned downloads and metadata in a disk cache.
 
 The module is also a small library: its plain functions (``parse_arxiv_id``, ``fetch_metadata``,
 ``fetch_pdf``, ``pdf_to_markdown``, ``truncate``, ``arxiv_markdown`` ...) import without starting a
@@ -24,8 +25,8 @@ can vendor them into their page-content resolvers.
 The file reads top to bottom like its pipeline: configuration, identifiers, HTTP with the rate limiter,
 Atom parsing and search beside it, the PDF and its raw text layer, sections, the outline from bookmarks
 or fonts, the overview's model, figures, tables and equations, page conversion and repair, the structure
-pass and the paper's text, the read request, images, the research moves, the answers, the library and its
-scheduler, the tool, ``main``.
+pass and the paper's text, arXiv's HTML, the read request, images, the research moves, the answers, the
+disk cache, the library and its scheduler, the tool, ``main``.
 """
 
 import os
@@ -40,15 +41,18 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import hashlib
 import html.parser
 import http.client
 import inspect
 import itertools
+import json
 import logging
 import math
 import re
 import socket
 import sys
+import tempfile
 import threading
 import time
 import unicodedata
@@ -95,6 +99,8 @@ class Settings:
     max_pdf_mb: float = 50.0  # ARXIV_MAX_PDF_MB: largest PDF downloaded
     cache_papers: int = 16  # ARXIV_CACHE_PAPERS: converted papers kept in memory
     cache_mb: float = 200.0  # ARXIV_CACHE_MB: memory budget of that cache
+    cache_dir: str = ""  # ARXIV_CACHE_DIR: the server's disk cache ("off": none; empty: ``default_cache_dir()``)
+    disk_cache_mb: float = 1024.0  # ARXIV_DISK_CACHE_MB: its size
     log_level: str = "WARNING"  # ARXIV_LOG_LEVEL: what the server logs to stderr (--verbose: DEBUG)
 
     @property
@@ -3607,6 +3613,142 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
 
 
 # ---------------------------------------------------------------------------
+# The disk cache: what a restart need not ask arXiv again (the server's; the plain functions write no file)
+# ---------------------------------------------------------------------------
+
+_DISK_MAGIC = b"arxiv-mcp cache 1\n"  # a file's first line; the second: its body's length, SHA-256, time written
+_CACHED_TTL = 86_400.0  # seconds a kept metadata entry or "no HTML" answer holds: an id can gain a version in a day
+
+
+def default_cache_dir(environ: dict[str, str] | None = None, platform: str = sys.platform) -> str:
+    """Where a personal cache lives: ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows, else
+    ``$XDG_CACHE_HOME`` or ``~/.cache``; an ``arxiv-mcp`` folder in it."""
+    environ = os.environ if environ is None else environ
+    home = os.path.expanduser("~")
+    if platform == "darwin":
+        return os.path.join(home, "Library", "Caches", "arxiv-mcp")
+    if platform == "win32":
+        return os.path.join(environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local"), "arxiv-mcp", "Cache")
+    return os.path.join(environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "arxiv-mcp")
+
+
+class DiskCache:
+    """Files that outlive the process, for the server's library: versioned downloads (PDF, HTML), which arXiv
+    never changes once published, and metadata and "no HTML" answers with a time to live.
+
+    A cache never makes an answer wrong or the server fail.  Each file is written to a temporary file in its
+    folder, then renamed over its name, so that a reader (another server sharing the folder, too) sees a whole
+    file or none; a file whose length or SHA-256 does not match its header is deleted and never served.  The
+    folder is owner-only.  The least recently used files go first past ``max_bytes``.  A folder that cannot
+    be written (read-only, full, a broken disk) turns the cache off, logged once; a rename that fails (Windows,
+    while another process reads the file) skips that one write.  It keeps no request header and no secret.
+    """
+
+    def __init__(self, folder: str, max_bytes: int, clock: Callable[[], float] = time.time):
+        self.folder, self.max_bytes, self.clock = folder, max_bytes, clock
+        self.off = False
+        self._lock = threading.Lock()  # this process's writes and evictions, one at a time
+
+    @classmethod
+    def open(cls, settings: Settings) -> "DiskCache | None":
+        """The cache ``settings`` ask for (``ARXIV_CACHE_DIR``, ``ARXIV_DISK_CACHE_MB``), or None when it is off."""
+        if settings.cache_dir.lower() == "off" or settings.disk_cache_mb <= 0:
+            return None
+        return cls(settings.cache_dir or default_cache_dir(), int(settings.disk_cache_mb * 1_000_000))
+
+    def _path(self, kind: str, key: str) -> str:
+        # Quoted: an id may hold a "/" (hep-th/9711200) and nothing else of a key names a path.
+        return os.path.join(self.folder, kind, urllib.parse.quote(key, safe=""))
+
+    def get(self, kind: str, key: str, max_age: float | None = None) -> bytes | None:
+        """The body kept for ``key``, or None: none kept, older than ``max_age`` seconds, or damaged (then
+        deleted).  A hit counts as a use for the eviction."""
+        if self.off:
+            return None
+        path = self._path(kind, key)
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError:
+            return None
+        head, _, rest = data.partition(b"\n")
+        fields = rest.split(b"\n", 1)
+        try:
+            size, digest, written = fields[0].split()
+            body = fields[1]
+            whole = head + b"\n" == _DISK_MAGIC and int(size) == len(body) and \
+                hashlib.sha256(body).hexdigest().encode() == digest
+        except (IndexError, ValueError):
+            whole = False
+        if not whole:
+            log.warning("a damaged file in the disk cache was deleted: %s %s", kind, key)
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            return None
+        if max_age is not None and self.clock() - float(written) > max_age:
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)
+        return body
+
+    def put(self, kind: str, key: str, body: bytes) -> None:
+        """Keep ``body`` for ``key``: written whole or not at all; never raises."""
+        if self.off:
+            return
+        path = self._path(kind, key)
+        header = _DISK_MAGIC + f"{len(body)} {hashlib.sha256(body).hexdigest()} {self.clock():.0f}\n".encode()
+        with self._lock:
+            try:
+                os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+                with os.fdopen(descriptor, "wb") as file:
+                    file.write(header + body)
+            except OSError as error:
+                self.off = True
+                log.warning("the disk cache cannot be written (%s); the server goes on without it",
+                            type(error).__name__)
+                return
+            try:
+                os.replace(temporary, path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.remove(temporary)
+                return
+            self._evict()
+
+    def _evict(self) -> None:
+        """Delete the least recently used files until the cache fits ``max_bytes`` (with the lock held)."""
+        files = []
+        for folder, _, names in os.walk(self.folder):
+            for name in names:
+                with contextlib.suppress(OSError):  # another server may delete it meanwhile
+                    stat = os.stat(os.path.join(folder, name))
+                    files.append((stat.st_mtime, stat.st_size, os.path.join(folder, name)))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            total -= size
+
+
+def _paper_record(paper: Paper) -> bytes:
+    return json.dumps(dataclasses.asdict(paper)).encode()
+
+
+def _paper_from_record(record: bytes) -> Paper | None:
+    """A Paper kept as ``_paper_record``, or None for a record of another shape."""
+    try:
+        fields = json.loads(record)
+        fields["authors"] = tuple(Author(a["name"], tuple(a["affiliations"])) for a in fields["authors"])
+        return Paper(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+# ---------------------------------------------------------------------------
 # The library: one state per paper, its PDF work scheduled page by page, a bounded cache
 # ---------------------------------------------------------------------------
 
@@ -3659,6 +3801,7 @@ class _PaperState:
     html_overview: Overview | None = None
     pdf: bytes | None = None
     pdf_wanted: bool = False  # its PDF is downloaded: for its text, or for the images of a paper read from HTML
+    from_disk: bool = False  # its text's download came from the disk cache
     text_error: ArxivError | None = None  # the PDF failed (for a paper read from HTML: its images); metadata stays
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
@@ -3866,20 +4009,23 @@ class Scheduler:
 class PaperLibrary:
     """Reads papers: one state per paper and source, shared by every call, kept in a bounded LRU cache.
 
-    A cold read fetches the paper's text first, then asks for the metadata: with the source "auto" (the
-    default) arXiv's HTML of the version read (an id without a version asks the metadata first, for the
-    latest version), else the PDF; a paper that a recent search listed takes its metadata, and its latest
-    version, from that entry, with no request (``remember``).  The HTML is parsed at once, with no PDF and no pymupdf.  A PDF's
-    structure is read and the pages the callers need are converted while the rate limiter holds the
-    metadata request back, so the limiter's gap does not add to the latency; a paper read from HTML
-    downloads its PDF only when an image of it is asked for.  A call waits on one thing, the scheduler's
-    condition, until what it needs is there or its deadline passes.  The cache is bounded by count and by
-    bytes (downloads and texts); the least recently used idle paper goes first.
+    A cold read fetches the paper's text first, then asks for the metadata: with the source "auto" (the default)
+    arXiv's HTML of the version read (an id without a version asks the metadata first, for the latest version),
+    else the PDF; a paper that a recent search listed takes its metadata, and its latest version, from that
+    entry, with no request (``remember``). The HTML is parsed at once, with no PDF and no pymupdf. A PDF's
+    structure is read and the pages the callers need are converted while the rate limiter holds the metadata
+    request back, so the limiter's gap does not add to the latency; a paper read from HTML downloads its PDF
+    only when an image of it is asked for. A call waits on one thing, the scheduler's condition, until what it
+    needs is there or its deadline passes. The cache is bounded by count and by bytes (downloads and texts); the
+    least recently used idle paper goes first. With a ``DiskCache`` (the server's), versioned downloads, metadata
+    and "no HTML" answers outlive a restart.
     """
 
-    def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None):
+    def __init__(self, settings: Settings | None = None, limiter: RateLimiter | None = None,
+                 cache: DiskCache | None = None):
         self.settings = settings or SETTINGS
         self.limiter = limiter or LIMITER
+        self.cache = cache  # the server's disk cache (``main`` turns it on); None: nothing is written
         self.scheduler = Scheduler(lambda: self.settings.max_pages, self._wanted_pages, self._downloading,
                                    self.limiter.clock)
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s) and one
@@ -3993,6 +4139,10 @@ class PaperLibrary:
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
 
+    def _cache_for(self, version: str) -> DiskCache | None:
+        """The disk cache for a download of ``version``: only a versioned id's, which arXiv never changes."""
+        return self.cache if _split_version(version)[1] is not None else None
+
     def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background work."""
         return lambda: waited_for if state.waiting else URGENT_BACKGROUND
@@ -4029,21 +4179,33 @@ class PaperLibrary:
         """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source "auto",
         anything but a LaTeXML article of that version leaves it to the PDF."""
         version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
-        self._tell(state, "Downloading arXiv's HTML")
+        cache = self._cache_for(version)
+        remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
+        kept = cache.get("html", version) if cache is not None and not remembered else None
         try:
-            with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
-                page = fetch_html(version, settings=self.settings, limiter=self.limiter)
+            if remembered:  # a "no HTML" answer of the last day
+                raise ArxivError(f"arXiv has no HTML for {version}.")
+            if kept is None:
+                self._tell(state, "Downloading arXiv's HTML")
+                with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
+                    page = fetch_html(version, settings=self.settings, limiter=self.limiter)
+            else:
+                page = kept.decode("utf-8", errors="replace")
             html = parse_html(page, version)
         except Exception as error:
             failure = _as_arxiv_error(error, "arXiv's HTML of this paper could not be read (an internal error).")
             log.info("no HTML text for %s (%s)%s", version, failure, "; reading the PDF" * (state.source == "auto"))
+            if cache is not None and not remembered and not failure.transient:
+                cache.put("nohtml", version, b"")  # a 404, the "No HTML" page, another version: for a day
             if state.source == "html":
                 with self.scheduler.changed:
                     state.text_error = failure
             return
+        if cache is not None and kept is None:
+            cache.put("html", version, page.encode())
         overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
         with self.scheduler.changed:
-            state.html, state.html_overview = html, overview
+            state.html, state.html_overview, state.from_disk = html, overview, kept is not None
             self.scheduler.changed.notify_all()
 
     def _fetch_pdf(self, state: _PaperState) -> None:
@@ -4052,12 +4214,18 @@ class PaperLibrary:
         self._tell(state, "Downloading the PDF")
         with changed:
             state.pdf_wanted = True
+        version = state.paper.arxiv_id if state.paper else state.arxiv_id
+        cache = self._cache_for(version)
         try:
-            with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
-                pdf = fetch_pdf(state.paper.arxiv_id if state.paper else state.arxiv_id, settings=self.settings,
-                                limiter=self.limiter)
+            pdf = kept = cache.get("pdf", version) if cache is not None else None
+            if pdf is None:
+                with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
+                    pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
+                if cache is not None:
+                    cache.put("pdf", version, pdf)
             with changed:
                 state.pdf = pdf
+                state.from_disk = state.from_disk or kept is not None and state.html is None
                 self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
         except Exception as error:
             with changed:
@@ -4067,9 +4235,13 @@ class PaperLibrary:
 
     def _fetch_metadata(self, state: _PaperState) -> None:
         """Ask the API for the paper's metadata; a failure is the paper's error."""
+        kept = self.cache.get("meta", state.arxiv_id, _CACHED_TTL) if self.cache is not None else None
         try:
-            with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
-                paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter)
+            if (paper := _paper_from_record(kept) if kept else None) is None:
+                with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
+                    paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter)
+                if self.cache is not None:
+                    self.cache.put("meta", state.arxiv_id, _paper_record(paper))
         except Exception as error:
             with self.scheduler.changed:
                 state.error = _as_arxiv_error(error, "An internal error occurred.")
@@ -4129,8 +4301,14 @@ class PaperLibrary:
             raise state.error
         if state.paper is None:
             return None
-        if state.html is not None:
-            return self._html_answer(state, request)
+        reading = self._html_answer(state, request) if state.html is not None else self._pdf_answer(state, request)
+        if reading is not None and reading.overview is not None and state.from_disk:
+            overview = dataclasses.replace(reading.overview, source=f"{reading.overview.source}, kept on disk")
+            return dataclasses.replace(reading, overview=overview)
+        return reading
+
+    def _pdf_answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
+        """The Reading of a paper read from its PDF, once its pages that ``request`` needs are converted."""
         if state.text_error is not None:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
         if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
@@ -4481,6 +4659,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     level = "DEBUG" if args.verbose else SETTINGS.log_level.upper()
     logging.basicConfig(stream=sys.stderr, level=level if level in logging.getLevelNamesMapping() else "WARNING",
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    LIBRARY.cache = DiskCache.open(SETTINGS)  # the server's alone: the plain functions write no file
     server = build_server(args.host, args.port)
     if not args.http:
         server.run()

@@ -45,7 +45,7 @@ def corpus_file(*parts: str, folder: str = "corpus") -> Path:
     CI requires the corpus."""
     path = SHARED.joinpath(folder, *parts)
     if not path.exists():
-        message = f"../shared/{folder}/{'/'.join(parts)} is missing: the corpus tests need ../shared beside the checkout"
+        message = f"../shared/{folder}/{'/'.join(parts)} is missing: its tests need ../shared beside the checkout"
         if CORPUS_REQUIRED:
             pytest.fail(message)
         pytest.skip("../shared/corpus is not beside this checkout (CI has it); its tests skip")
@@ -2817,6 +2817,129 @@ def test_a_search_entry_stands_for_its_metadata_for_an_hour(env):
     assert "/api/query" in [urllib.parse.urlsplit(u).path for u in env.urls[1:]], "past its hour: asked again"
 
 
+# The disk cache (issue 23): a restart forgets nothing, and a damaged or unwritable cache costs nothing
+
+
+def test_the_cache_folder_is_where_each_platform_keeps_caches():
+    home = os.path.expanduser("~")
+    assert am.default_cache_dir({}, "linux") == os.path.join(home, ".cache", "arxiv-mcp")
+    assert am.default_cache_dir({"XDG_CACHE_HOME": "/x"}, "linux") == os.path.join("/x", "arxiv-mcp")
+    assert am.default_cache_dir({}, "darwin") == os.path.join(home, "Library", "Caches", "arxiv-mcp")
+    assert am.default_cache_dir({"LOCALAPPDATA": "C:/L"}, "win32") == os.path.join("C:/L", "arxiv-mcp", "Cache")
+    assert am.DiskCache.open(am.Settings(cache_dir="OFF")) is None
+    assert am.DiskCache.open(am.Settings()).folder == am.default_cache_dir()
+    assert am.Settings.from_env({"ARXIV_CACHE_DIR": "", "ARXIV_DISK_CACHE_MB": "10"}).cache_dir == ""
+
+
+def test_the_disk_cache_serves_whole_files_only_and_forgets_the_least_recently_used(tmp_path):
+    now = [1000.0]
+    cache = am.DiskCache(str(tmp_path / "c"), max_bytes=3_500, clock=lambda: now[0])  # three 1 kB files fit
+    cache.put("pdf", "hep-th/9711200v1", b"%PDF-1" * 100)
+    assert cache.get("pdf", "hep-th/9711200v1") == b"%PDF-1" * 100
+    assert [p.name for p in (tmp_path / "c" / "pdf").iterdir()] == ["hep-th%2F9711200v1"]  # one file, no folder
+    assert (tmp_path / "c").stat().st_mode & 0o077 == 0, "owner-only"
+    path = tmp_path / "c" / "pdf" / "hep-th%2F9711200v1"
+    for damage in (lambda data: data[:-1], lambda data: data[:-5] + b"XXXXX", lambda data: data[:10]):
+        cache.put("pdf", "hep-th/9711200v1", b"%PDF-1" * 100)
+        path.write_bytes(damage(path.read_bytes()))
+        assert cache.get("pdf", "hep-th/9711200v1") is None and not path.exists(), "never served, deleted"
+    cache.put("meta", "2101.00001", b"{}")
+    now[0] += am._CACHED_TTL + 1
+    assert cache.get("meta", "2101.00001", am._CACHED_TTL) is None and cache.get("meta", "2101.00001") == b"{}"
+    for n in range(3):  # 1,000 bytes each, with a use of the first between: the second goes first
+        cache.put("pdf", f"2101.0000{n}v1", bytes(1_000))
+        os.utime(tmp_path / "c" / "pdf" / f"2101.0000{n}v1", (n, n))
+    cache.get("pdf", "2101.00000v1")
+    cache.put("pdf", "2101.00009v1", bytes(500))
+    kept = {p.name for p in (tmp_path / "c" / "pdf").iterdir()}
+    assert "2101.00001v1" not in kept and {"2101.00000v1", "2101.00009v1"} <= kept
+    assert not [p for p in (tmp_path / "c").rglob(".tmp-*")], "no temporary file is left"
+
+
+def test_a_cache_that_cannot_be_written_is_turned_off_once_and_the_server_reads_on(env, tmp_path, caplog):
+    (tmp_path / "file").write_text("not a folder")
+    env.library.cache = am.DiskCache(str(tmp_path / "file" / "cache"), 10**9)
+    assert "## Sections" in call(paper="1111.2011v2")
+    assert env.library.cache.off and caplog.text.count("the disk cache cannot be written") == 1
+    assert "V Discussion" in call(paper="1111.2011v2", section="V")
+
+
+def test_two_processes_writing_the_same_file_at_once_leave_a_whole_one(tmp_path):
+    code = ("import sys, arxiv_mcp as am\n"
+            "cache = am.DiskCache(sys.argv[1], 10**9)\n"
+            "for n in range(200): cache.put('pdf', '2101.00001v1', sys.argv[2].encode() * 50_000)\n")
+    writers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), letter], cwd=HERE) for letter in "ab"]
+    reader = am.DiskCache(str(tmp_path), 10**9)
+    seen = set()
+    while any(writer.poll() is None for writer in writers):
+        if (body := reader.get("pdf", "2101.00001v1")) is not None:
+            seen.add(body)
+    assert all(writer.returncode == 0 for writer in writers)
+    seen.add(reader.get("pdf", "2101.00001v1"))
+    assert seen <= {b"a" * 50_000, b"b" * 50_000} and seen
+
+
+def library_with_cache(env, folder) -> am.PaperLibrary:
+    """A fresh library (a restarted server) on ``env``'s fake arXiv, with a disk cache in ``folder``."""
+    library = am.PaperLibrary(env.settings, env.library.limiter, am.DiskCache(str(folder), 10**9))
+    env.teardown.append(lambda: [setattr(s, "forgotten", True) for s in library._states.values()])
+    return library
+
+
+def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path):
+    html_env.feeds["1111.2011v2"] = ATOM_1111
+    first = library_with_cache(html_env, tmp_path / "cache")
+    for paper in ("2203.00274v2", "1111.2011v2"):  # one read from its HTML, one from its PDF
+        assert "## Sections" in am.read_paper(paper, library=first)
+    asked = len(html_env.urls)
+    assert asked == 5  # the HTML and metadata; arXiv's "No HTML", the PDF and the metadata
+    again = library_with_cache(html_env, tmp_path / "cache")
+    html = am.read_paper("2203.00274v2", library=again)
+    pdf = am.read_paper("1111.2011v2", library=again)
+    assert len(html_env.urls) == asked, "after a restart: no request at all"
+    assert "from arXiv's HTML, kept on disk." in html and "from the PDF, kept on disk." in pdf
+    assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=again)
+    # A damaged file is downloaded again, never served.
+    page = next((tmp_path / "cache" / "html").iterdir())
+    page.write_bytes(page.read_bytes()[:-100])
+    third = library_with_cache(html_env, tmp_path / "cache")
+    assert "from arXiv's HTML." in am.read_paper("2203.00274v2", library=third)
+    assert paths(html_env)[asked:] == ["/html/2203.00274v2"]
+
+
+def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
+    """The second process reads the same two papers (one with HTML, one without) with no request at all."""
+    page, pdf = html_page("2203.00274").encode(), PDF_2203.read_bytes()
+    answer, asked = corpus_answer({"2203.00274v2": pdf, "1111.2011v2": PDF_1111}, {"2203.00274v2": page}), []
+    server = serve(lambda path, query: asked.append(path) or answer(path, query))
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    code = ("import sys, arxiv_mcp as am\n"
+            "am.LIBRARY.cache = am.DiskCache.open(am.SETTINGS)  # as main() does\n"
+            "for paper in ('2203.00274v2', '1111.2011v2'):\n"  # (stdout is stderr while a page converts)
+            "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n")
+    runs, environment = [], server_environment(base, tmp_path)
+    try:
+        for _ in range(2):
+            out = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=environment,
+                                 capture_output=True, text=True, timeout=120, check=True)
+            runs.append((list(asked), out.stdout))
+            asked.clear()
+    finally:
+        server.shutdown()
+    assert runs[0][0] == ["/html/2203.00274v2", "/api/query", "/html/1111.2011v2", "/pdf/1111.2011v2", "/api/query"]
+    assert runs[1][0] == [] and runs[1][1].count("kept on disk") == 2, runs[1][1]
+
+
+def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert am.LIBRARY.cache is None
+    assert "## Full Text (HTML)" in am.arxiv_markdown("2203.00274v2", html=True)
+    assert "## Sections" in call(paper="2203.00274v2")
+    assert list(tmp_path.rglob("*")) == []
+
+
 # ---------------------------------------------------------------------------
 # End to end: the real server process, the SDK's own client, a loopback arXiv
 # ---------------------------------------------------------------------------
@@ -2848,7 +2971,7 @@ def server_environment(base, tmp_path):
     home.mkdir()
     tmp.mkdir()
     return {**os.environ, "ARXIV_API_URL": f"{base}/api/query", "ARXIV_PDF_URL": f"{base}/pdf/{{id}}",
-            "ARXIV_HTML_URL": f"{base}/html/{{id}}",
+            "ARXIV_HTML_URL": f"{base}/html/{{id}}", "ARXIV_CACHE_DIR": str(tmp_path / "cache"),
             "ARXIV_MIN_INTERVAL": "0", "HOME": str(home), "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -2920,9 +3043,9 @@ def test_stdio_end_to_end_with_the_sdk_client(loopback_arxiv, tmp_path):
     pages = [p for p in seen["progress"] if p[1] == 8]
     assert [p[0] for p in pages] == list(range(1, 9)), seen["progress"]  # page by page
     assert pages[-1][2] == "Converted page 8 of 8"
-    # Nothing written to disk: not in the working directory, TMPDIR or HOME.
+    # Nothing written to disk but the disk cache: not in the working directory, TMPDIR or HOME.
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "stderr.txt"]
-    assert written == []
+    assert written and all(p.is_relative_to(tmp_path / "cache") for p in written), written
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
 
 
