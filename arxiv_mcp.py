@@ -44,6 +44,7 @@ import functools
 import hashlib
 import html.parser
 import http.client
+import importlib.metadata
 import inspect
 import itertools
 import json
@@ -55,6 +56,8 @@ import sys
 import tempfile
 import threading
 import time
+import types
+import typing
 import unicodedata
 import urllib.error
 import urllib.parse
@@ -3734,18 +3737,57 @@ class DiskCache:
             total -= size
 
 
-def _paper_record(paper: Paper) -> bytes:
-    return json.dumps(dataclasses.asdict(paper)).encode()
+# The version of the rules that make a PDF's kept text (its structure pass and converted pages): bump it by hand
+# whenever the conversion, the repair or the structure pass changes, and older kept text is never read again
+# (the kept downloads still are).  pymupdf's own version is part of the key too.
+_TEXT_FORMAT = 1
 
 
-def _paper_from_record(record: bytes) -> Paper | None:
-    """A Paper kept as ``_paper_record``, or None for a record of another shape."""
+def _record(value: Any) -> bytes:
+    """A record (a dataclass, with the dataclasses, tuples and dicts it holds) as JSON."""
+    def plain(item: Any) -> Any:
+        if dataclasses.is_dataclass(item):
+            return {field.name: plain(getattr(item, field.name)) for field in dataclasses.fields(item)}
+        if isinstance(item, (tuple, list, frozenset)):
+            return [plain(part) for part in item]
+        if isinstance(item, dict):
+            return {key: plain(part) for key, part in item.items()}
+        return item
+
+    return json.dumps(plain(value)).encode()
+
+
+def _from_record(kind: Any, data: bytes | None) -> Any:
+    """The ``kind`` of record that ``_record`` wrote as ``data``, or None when there is none or it is of
+    another shape (a kept file of an older layout is not read)."""
+    def built(hint: Any, item: Any) -> Any:
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if dataclasses.is_dataclass(hint):
+            hints = typing.get_type_hints(hint)
+            return hint(**{name: built(hints[name], part) for name, part in item.items()})
+        if origin in (types.UnionType, typing.Union):  # X | None
+            return None if item is None else built(next(a for a in args if a is not type(None)), item)
+        if origin is tuple:
+            return tuple(built(args[0] if args[-1] is Ellipsis else args[i], part) for i, part in enumerate(item))
+        if origin is frozenset:
+            return frozenset(built(args[0], part) for part in item)
+        if origin is dict:
+            return {key: built(args[1], part) for key, part in item.items()}
+        return item
+
     try:
-        fields = json.loads(record)
-        fields["authors"] = tuple(Author(a["name"], tuple(a["affiliations"])) for a in fields["authors"])
-        return Paper(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
-    except (ValueError, TypeError, KeyError):
+        return built(kind, json.loads(data)) if data else None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, StopIteration):
         return None
+
+
+@functools.cache
+def _converter_version() -> str:
+    """pymupdf's version, read from its package metadata (without importing it)."""
+    try:
+        return importlib.metadata.version("pymupdf")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 # ---------------------------------------------------------------------------
@@ -3802,6 +3844,7 @@ class _PaperState:
     pdf: bytes | None = None
     pdf_wanted: bool = False  # its PDF is downloaded: for its text, or for the images of a paper read from HTML
     from_disk: bool = False  # its text's download came from the disk cache
+    kept: tuple[DiskCache, str] | None = None  # where its PDF's structure and pages are kept: (cache, version)
     text_error: ArxivError | None = None  # the PDF failed (for a paper read from HTML: its images); metadata stays
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
@@ -3834,6 +3877,20 @@ class _PaperState:
     def full_pages(self, max_pages: int) -> range:
         """The pages of its full text: the first ``max_pages``."""
         return range(1, min(self.structure.page_count, max_pages) + 1)
+
+
+def _text_key(version: str, part: str) -> str:
+    return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
+
+
+def _kept_text(state: _PaperState, part: str, kind: type) -> Any:
+    """A part of a paper's PDF text (its structure, a page) kept on disk by these rules, or None."""
+    return _from_record(kind, state.kept[0].get("text", _text_key(state.kept[1], part))) if state.kept else None
+
+
+def _keep_text(state: _PaperState, part: str, value: Any) -> None:
+    if state.kept:
+        state.kept[0].put("text", _text_key(state.kept[1], part), _record(value))
 
 
 class Scheduler:
@@ -3939,12 +3996,16 @@ class Scheduler:
                 self.changed.notify_all()
 
     def _structure(self, state: _PaperState) -> None:
-        """Open the PDF once and read its structure (``read_structure``); it stays open for its pages."""
+        """Open the PDF once and read its structure (``read_structure``); it stays open for its pages.  A
+        structure kept on disk is read instead, with no PDF opened (nor pymupdf imported)."""
         doc = None
         try:
-            with _PDF_LOCK:
-                doc = _open_pdf(state.pdf)
-            structure = read_structure(doc)
+            structure = _kept_text(state, "structure", Structure)
+            if structure is None:
+                with _PDF_LOCK:
+                    doc = _open_pdf(state.pdf)
+                structure = read_structure(doc)
+                _keep_text(state, "structure", structure)
         except Exception as error:
             with self.changed:
                 state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
@@ -3954,11 +4015,15 @@ class Scheduler:
             state.doc, state.structure = doc, structure
 
     def _convert(self, state: _PaperState, page: int) -> None:
-        """Convert one page of a paper."""
-        with _PDF_LOCK:
-            if state.doc is None:
-                state.doc = _open_pdf(state.pdf)
-            converted = self.convert_page(state.doc, page)
+        """Convert one page of a paper, or read it from the disk cache; a page that fell back to its raw
+        text is never kept."""
+        if (converted := _kept_text(state, f"page {page}", PageMarkdown)) is None:
+            with _PDF_LOCK:
+                if state.doc is None:
+                    state.doc = _open_pdf(state.pdf)
+                converted = self.convert_page(state.doc, page)
+            if not converted.fallback:
+                _keep_text(state, f"page {page}", converted)
         with self.changed:
             state.pages[page], state.regions[page] = converted.markdown, converted.regions
             listeners, count = list(state.listeners), state.structure.page_count
@@ -4226,6 +4291,7 @@ class PaperLibrary:
             with changed:
                 state.pdf = pdf
                 state.from_disk = state.from_disk or kept is not None and state.html is None
+                state.kept = (cache, version) if cache is not None else None
                 self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
         except Exception as error:
             with changed:
@@ -4237,11 +4303,11 @@ class PaperLibrary:
         """Ask the API for the paper's metadata; a failure is the paper's error."""
         kept = self.cache.get("meta", state.arxiv_id, _CACHED_TTL) if self.cache is not None else None
         try:
-            if (paper := _paper_from_record(kept) if kept else None) is None:
+            if (paper := _from_record(Paper, kept)) is None:
                 with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
                     paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter)
                 if self.cache is not None:
-                    self.cache.put("meta", state.arxiv_id, _paper_record(paper))
+                    self.cache.put("meta", state.arxiv_id, _record(paper))
         except Exception as error:
             with self.scheduler.changed:
                 state.error = _as_arxiv_error(error, "An internal error occurred.")

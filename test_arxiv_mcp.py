@@ -2886,11 +2886,12 @@ def library_with_cache(env, folder) -> am.PaperLibrary:
     return library
 
 
-def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path):
+def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, monkeypatch):
     html_env.feeds["1111.2011v2"] = ATOM_1111
     first = library_with_cache(html_env, tmp_path / "cache")
     for paper in ("2203.00274v2", "1111.2011v2"):  # one read from its HTML, one from its PDF
         assert "## Sections" in am.read_paper(paper, library=first)
+    assert "V Discussion" in am.read_paper("1111.2011v2", "full", library=first)  # every page converted
     asked = len(html_env.urls)
     assert asked == 5  # the HTML and metadata; arXiv's "No HTML", the PDF and the metadata
     again = library_with_cache(html_env, tmp_path / "cache")
@@ -2898,7 +2899,16 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path):
     pdf = am.read_paper("1111.2011v2", library=again)
     assert len(html_env.urls) == asked, "after a restart: no request at all"
     assert "from arXiv's HTML, kept on disk." in html and "from the PDF, kept on disk." in pdf
+    converted = []
+    again.scheduler.convert_page = lambda doc, page: converted.append(page) or am.convert_page(doc, page)
     assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=again)
+    assert converted == [], "the pages converted before the restart are read from the disk"
+    # Text kept by other rules (a bumped _TEXT_FORMAT, another pymupdf) is never read: the pages convert again.
+    monkeypatch.setattr(am, "_TEXT_FORMAT", am._TEXT_FORMAT + 1)
+    newer = library_with_cache(html_env, tmp_path / "cache")
+    newer.scheduler.convert_page = lambda doc, page: converted.append(page) or am.convert_page(doc, page)
+    assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=newer)
+    assert converted and len(html_env.urls) == asked, "converted again from the kept PDF"
     # A damaged file is downloaded again, never served.
     page = next((tmp_path / "cache" / "html").iterdir())
     page.write_bytes(page.read_bytes()[:-100])
@@ -2916,7 +2926,9 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     code = ("import sys, arxiv_mcp as am\n"
             "am.LIBRARY.cache = am.DiskCache.open(am.SETTINGS)  # as main() does\n"
             "for paper in ('2203.00274v2', '1111.2011v2'):\n"  # (stdout is stderr while a page converts)
-            "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n")
+            "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
+            "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
+            "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules}')\n")
     runs, environment = [], server_environment(base, tmp_path)
     try:
         for _ in range(2):
@@ -2928,6 +2940,8 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
         server.shutdown()
     assert runs[0][0] == ["/html/2203.00274v2", "/api/query", "/html/1111.2011v2", "/pdf/1111.2011v2", "/api/query"]
     assert runs[1][0] == [] and runs[1][1].count("kept on disk") == 2, runs[1][1]
+    # The PDF's structure and pages were kept: the second process never converts, nor imports pymupdf.
+    assert runs[0][1].endswith("pymupdf True") and runs[1][1].endswith("pymupdf False")
 
 
 def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
