@@ -338,7 +338,8 @@ def test_parse_arxiv_id_never_accepts_another_host(host, path):
 def test_settings_defaults_and_overrides():
     default = am.Settings.from_env({})
     assert (default.api_url, default.pdf_url, default.html_url, default.source) == (
-        "https://export.arxiv.org/api/query", "https://export.arxiv.org/pdf/{id}", "https://arxiv.org/html/{id}", "auto")
+        "https://export.arxiv.org/api/query", "https://export.arxiv.org/pdf/{id}", "https://arxiv.org/html/{id}",
+        "auto")
     assert (default.min_interval, default.max_chars, default.max_pages, default.max_pdf_bytes) == (3.0, 50_000, 30,
                                                                                                 50_000_000)
     custom = am.Settings.from_env({"ARXIV_MAX_CHARS": "1000", "ARXIV_MIN_INTERVAL": "0.5",
@@ -2459,7 +2460,8 @@ def equation_row(cells: list[str], tag: str = "", rowspan: int = 1) -> str:
                   f"<mi>x</mi></math></td>" for c in cells)
     number = (f'<td rowspan="{rowspan}" class="ltx_eqn_cell ltx_eqn_eqno"><span class="ltx_tag '
               f'ltx_tag_equationgroup">({tag})</span></td>') if tag else ""
-    return f'<tr class="ltx_equation ltx_eqn_row"><td class="ltx_eqn_cell ltx_eqn_center_padleft"></td>{tds}{number}</tr>'
+    pad = '<td class="ltx_eqn_cell ltx_eqn_center_padleft"></td>'
+    return f'<tr class="ltx_equation ltx_eqn_row">{pad}{tds}{number}</tr>'
 
 
 def article(body: str, head: str = "") -> str:
@@ -2659,7 +2661,8 @@ def test_a_paper_with_html_is_read_from_it_with_no_pdf_download(html_env):
     overview = call(paper="2203.00274v2")
     assert paths(html_env) == ["/html/2203.00274v2", "/api/query"]
     assert re.search(r"## Sections\n[0-9,]+ chars, ~[0-9,]+ tokens, in 20 sections, from arXiv's HTML\.", overview)
-    assert "- **2 Preliminaries: Tapas for Table Encoding**" in overview and " pages" not in overview.split("## Sections")[1]
+    assert "- **2 Preliminaries: Tapas for Table Encoding**" in overview
+    assert " pages" not in overview.split("## Sections")[1]
     assert "- **Figure 1**: Examples showing" in overview and "(p. " not in overview  # no pages until the PDF
     assert "21 entries, 4 with an arXiv id" in overview
     section = call(paper="2203.00274v2", section="2")
