@@ -4244,19 +4244,27 @@ class PaperLibrary:
         """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source "auto",
         anything but a LaTeXML article of that version leaves it to the PDF."""
         version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
-        cache = self._cache_for(version)
+        cache, text_key = self._cache_for(version), _text_key(version, "html")
         remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
-        kept = cache.get("html", version) if cache is not None and not remembered else None
+        # Kept on disk: the parsed text (by these rules), else the page.
+        html = _from_record(HtmlPaper, cache.get("text", text_key)) if cache and not remembered else None
+        kept = cache.get("html", version) if cache and not remembered and html is None else None
+        from_disk = html is not None or kept is not None
         try:
             if remembered:  # a "no HTML" answer of the last day
                 raise ArxivError(f"arXiv has no HTML for {version}.")
-            if kept is None:
-                self._tell(state, "Downloading arXiv's HTML")
-                with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
-                    page = fetch_html(version, settings=self.settings, limiter=self.limiter)
-            else:
-                page = kept.decode("utf-8", errors="replace")
-            html = parse_html(page, version)
+            if html is None:
+                if kept is None:
+                    self._tell(state, "Downloading arXiv's HTML")
+                    with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
+                        page = fetch_html(version, settings=self.settings, limiter=self.limiter)
+                else:
+                    page = kept.decode("utf-8", errors="replace")
+                html = parse_html(page, version)
+                if cache is not None:
+                    cache.put("text", text_key, _record(html))
+                    if kept is None:
+                        cache.put("html", version, page.encode())
         except Exception as error:
             failure = _as_arxiv_error(error, "arXiv's HTML of this paper could not be read (an internal error).")
             log.info("no HTML text for %s (%s)%s", version, failure, "; reading the PDF" * (state.source == "auto"))
@@ -4266,11 +4274,9 @@ class PaperLibrary:
                 with self.scheduler.changed:
                     state.text_error = failure
             return
-        if cache is not None and kept is None:
-            cache.put("html", version, page.encode())
         overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
         with self.scheduler.changed:
-            state.html, state.html_overview, state.from_disk = html, overview, kept is not None
+            state.html, state.html_overview, state.from_disk = html, overview, from_disk
             self.scheduler.changed.notify_all()
 
     def _fetch_pdf(self, state: _PaperState) -> None:

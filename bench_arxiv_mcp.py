@@ -3,6 +3,7 @@
     uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...] [--agent]
     uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris, what the layout finds
     uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html against their PDFs, and memory
+    uv run bench_arxiv_mcp.py --session # search and read 3 results at arXiv's pace, then again after a restart
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -25,6 +26,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,9 +64,10 @@ ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
 Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
 
 
-def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServer:
+def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
     """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
-    gives (body, content type), or None for a 404.  The tests use it too."""
+    gives (body, content type), or None for a 404.  The tests use it too.  Another loopback ``host``
+    (127.0.0.2) stands in for another of arXiv's hosts, with a limiter slot of its own."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -84,7 +87,7 @@ def serve(answer: Answer, latency: float = 0.0) -> http.server.ThreadingHTTPServ
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer((host, 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -476,6 +479,55 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
           f"| overview of 2203.00274v2 from its PDF (ARXIV_SOURCE=pdf) | {one_pdf:.0f} |")
 
 
+def report_session(pdfs: dict[str, bytes], runs: int) -> None:
+    """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
+    pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
+    served from 127.0.0.1, the HTML from 127.0.0.2, as arXiv serves them from two hosts."""
+    import tempfile
+
+    htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
+    ids = [i for i in ("2203.00274v2", "2508.08468v6", "1111.2011v2") if i in pdfs or i in htmls]
+    feed = ATOM_ENTRY.replace("<opensearch:totalResults>1", f"<opensearch:totalResults>{len(ids)}")
+    entry = feed[feed.index("  <entry>"):feed.index("</feed>")]
+    feed = feed.replace(entry, "".join(entry.format(id=i) for i in ids)).replace("{{", "{").replace("}}", "}")
+    answer, asked = corpus_answer(pdfs, htmls), []
+
+    def counted(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
+        asked.append(path)
+        return (feed.encode(), "application/atom+xml") if "search_query" in query else answer(path, query)
+
+    api, html = serve(counted), serve(counted, host="127.0.0.2")
+    base, html_base = (f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (api, html))
+    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}",
+                           html_url=f"{html_base}/html/{{id}}", min_interval=3.0, deadline=600)
+
+    def session(library: am.PaperLibrary) -> tuple[float, list[str], list[float]]:
+        asked.clear()
+        start, overviews = time.perf_counter(), []
+        assert am.arxiv_tool(library=library, query="session").startswith("# arXiv search")
+        for arxiv_id in ids:
+            seconds, overview = timed(am.read_paper, arxiv_id, library=library)
+            overviews.append(seconds)
+            first = re.search(r"^- \*\*(\S+)", overview.split("## Sections")[1], re.M)[1]
+            assert not am.read_paper(arxiv_id, first, library=library).startswith(am.ERROR)
+        return time.perf_counter() - start, list(asked), overviews
+
+    print("| session | requests | wall time | the limiter's floor | overviews (median / slowest) |")
+    print("|---|---|---|---|---|")
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            for name in ("first", "after a restart"):
+                library = am.PaperLibrary(settings, am.RateLimiter(3.0), am.DiskCache(folder, 10**9))
+                seconds, requests, overviews = session(library)
+                hosts = Counter("html" if path.startswith("/html/") else "export" for path in requests)
+                floor = 3.0 * max(0, max(hosts.values(), default=1) - 1)
+                print(f"| {name} (run {run + 1}) | {len(requests)}: {', '.join(requests)} | {seconds:.2f} s | "
+                      f"{floor:.0f} s | {statistics.median(overviews) * 1e3:.0f} ms / {max(overviews) * 1e3:.0f} ms |")
+                wait_idle(library)
+    api.shutdown()
+    html.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf"))
@@ -495,6 +547,8 @@ def main() -> None:
     parser.add_argument("--html", action="store_true",
                         help="only arXiv's HTML (issue 22): the shared pages against their PDFs, and the memory of a "
                              "server that reads only HTML")
+    parser.add_argument("--session", action="store_true",
+                        help="only the agent session at arXiv's pace with a disk cache, then after a restart (issue 23)")
     args = parser.parse_args()
 
     paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
@@ -508,6 +562,9 @@ def main() -> None:
         sys.exit(1 if check(pdfs) else 0)
     if args.html:
         report_html(pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem})
+        return
+    if args.session:
+        report_session(pdfs, args.runs)
         return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"

@@ -2912,9 +2912,15 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     newer.scheduler.convert_page = lambda doc, page: converted.append(page) or am.convert_page(doc, page)
     assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=newer)
     assert converted and len(html_env.urls) == asked, "converted again from the kept PDF"
-    # A damaged file is downloaded again, never served.
-    page = next((tmp_path / "cache" / "html").iterdir())
-    page.write_bytes(page.read_bytes()[:-100])
+    monkeypatch.setattr(am, "_TEXT_FORMAT", am._TEXT_FORMAT - 1)
+    # A damaged file is never served: a damaged text is parsed again from the kept page, a damaged page is
+    # downloaded again.
+    text = next((tmp_path / "cache" / "text").glob("2203.00274v2*"))
+    text.write_bytes(text.read_bytes()[:-100])
+    assert "from arXiv's HTML, kept on disk." in am.read_paper("2203.00274v2", library=library_with_cache(
+        html_env, tmp_path / "cache")) and len(html_env.urls) == asked and text.exists()
+    for damaged in (text, next((tmp_path / "cache" / "html").iterdir())):
+        damaged.write_bytes(damaged.read_bytes()[:-100])
     third = library_with_cache(html_env, tmp_path / "cache")
     assert "from arXiv's HTML." in am.read_paper("2203.00274v2", library=third)
     assert paths(html_env)[asked:] == ["/html/2203.00274v2"]
