@@ -3651,6 +3651,7 @@ class DiskCache:
         self.folder, self.max_bytes, self.clock = folder, max_bytes, clock
         self.off = False
         self._lock = threading.Lock()  # this process's writes and evictions, one at a time
+        self._total: int | None = None  # bytes in the folder when last counted, plus this process's writes since
 
     @classmethod
     def open(cls, settings: Settings) -> "DiskCache | None":
@@ -3718,10 +3719,15 @@ class DiskCache:
                 with contextlib.suppress(OSError):
                     os.remove(temporary)
                 return
-            self._evict()
+            # The folder is counted once (this file included), then again only when this process's writes may
+            # have filled it: not a walk per page kept.
+            self._total = self._evict() if self._total is None else self._total + len(header) + len(body)
+            if self._total > self.max_bytes:
+                self._total = self._evict()
 
-    def _evict(self) -> None:
-        """Delete the least recently used files until the cache fits ``max_bytes`` (with the lock held)."""
+    def _evict(self) -> int:
+        """Delete the least recently used files until the cache fits ``max_bytes`` (with the lock held);
+        the bytes left."""
         files = []
         for folder, _, names in os.walk(self.folder):
             for name in names:
@@ -3735,6 +3741,7 @@ class DiskCache:
             with contextlib.suppress(OSError):
                 os.remove(path)
             total -= size
+        return total
 
 
 # The version of the rules that make a PDF's kept text (its structure pass and converted pages): bump it by hand
