@@ -4390,10 +4390,8 @@ class PaperLibrary:
         """The Reading of a paper read from its PDF, once its pages that ``request`` needs are converted."""
         if state.text_error is not None:
             return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
-        if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
+        if (visuals := self._with_pdf(state, request, Reading(state.paper, None))) is None:
             return None
-        visuals = dataclasses.replace(Reading(state.paper, None), captions=state.structure.captions, pdf=state.pdf,
-                                      regions=tuple(r for page in sorted(state.regions) for r in state.regions[page]))
         mode = request.mode
         if mode is Mode.FIND:  # the raw text answers it, with the outline's sections
             return dataclasses.replace(visuals, overview=state.structure.skim, passages=state.structure.passages)
@@ -4422,6 +4420,11 @@ class PaperLibrary:
             return reading
         if state.text_error is not None:
             return dataclasses.replace(reading, image_error=str(state.text_error))
+        return self._with_pdf(state, request, reading)
+
+    def _with_pdf(self, state: _PaperState, request: ReadRequest, reading: Reading) -> Reading | None:
+        """``reading`` with the PDF, its captions and the regions of its converted pages, once the pages that
+        ``request`` needs are converted; None before (with ``changed`` held)."""
         if not state.structured or any(page not in state.pages for page in self._pages_needed(state, request)):
             return None
         return dataclasses.replace(reading, captions=state.structure.captions, pdf=state.pdf,
