@@ -2559,7 +2559,7 @@ class _LatexmlWriter:
             and node.tag != "span"
 
     def paragraph(self, node: _Node) -> None:
-        text = " ".join(self.inline(node).split())
+        text = self.line(node)
         if text:
             self.paragraphs += 1
             errors = sum(1 for _ in node.find_all(lambda n: n.has("ltx_ERROR")))
@@ -2585,7 +2585,7 @@ class _LatexmlWriter:
         tag = next(node.find_all(lambda n: n.has("ltx_tag")), None)
         number = self.text(tag)
         number = re.sub(r"^(?:appendix|chapter|part)\s+", "", number, flags=re.I).rstrip(".:")
-        title = " ".join(self.inline(node, skip=tag, emphasis=False).split())
+        title = self.line(node, skip=tag, emphasis=False)
         if node.has("ltx_title_bibliography") and not title:
             title = "References"
         self.headings[len(self.blocks)] = (number, title, max(1, level))
@@ -2597,13 +2597,13 @@ class _LatexmlWriter:
         what it holds is read as blocks (subfigures numbered on their own, an unnumbered float)."""
         caption = next((c for c in node.children if isinstance(c, _Node) and c.tag == "figcaption"), None)
         tag = caption and next(caption.find_all(lambda n: n.has("ltx_tag_figure", "ltx_tag_table")), None)
-        label = _CAPTION_LABEL.match(" ".join(self.inline(tag).split()) + ":") if tag else None
+        label = _CAPTION_LABEL.match(self.line(tag) + ":") if tag else None
         if caption is None or label is None:
             self.mixed(node, level)
             return
         kind, number = _kind_of(label["kind"]), label["number"]
-        text = " ".join(self.inline(caption).split())
-        panels = [" ".join(self.inline(c).split()) for inner in node.find_all(lambda n: n.tag == "figure")
+        text = self.line(caption)
+        panels = [self.line(c) for inner in node.find_all(lambda n: n.tag == "figure")
                   for c in inner.find_all(lambda n: n.tag == "figcaption")]
         if panels:
             text += " Panels: " + "; ".join(p for p in panels if p) + "."
@@ -2628,7 +2628,7 @@ class _LatexmlWriter:
                 span_cols = max(1, min(64, _int(cell.attrs.get("colspan"))))
                 for dr, dc in itertools.product(range(span_rows), range(span_cols)):
                     grid[r + dr, c + dc] = ""
-                grid[r, c] = " ".join(self.inline(cell).split()).replace("|", "\\|")
+                grid[r, c] = self.line(cell).replace("|", "\\|")
                 c += span_cols
         if not grid:
             return ""
@@ -2642,10 +2642,10 @@ class _LatexmlWriter:
         lines = []
         for item in node.find_all(lambda n: n.has("ltx_item") or n.tag == "li"):
             tag = next(item.find_all(lambda n: n.has("ltx_tag_item")), None)
-            mark = " ".join(self.inline(tag).split()) if tag else "•"
+            mark = self.line(tag) if tag else "•"
             mark = "-" if mark in ("•", "∙", "◦", "–", "-", "") else mark
             nested = [n for n in item.find_all(lambda n: n.has("ltx_itemize", "ltx_enumerate", "ltx_description"))]
-            text = " ".join(self.inline(item, skip=tag, lists=False).split())
+            text = self.line(item, skip=tag, lists=False)
             lines.append(f"{'  ' * depth}{mark} {text}".rstrip())
             lines += [self.listing(inner, depth + 1) for inner in nested]
         return "\n".join(lines)
@@ -2655,7 +2655,7 @@ class _LatexmlWriter:
         one (the key the text cites it by); a link to an arXiv paper whose text names no id gets the id."""
         tag = next(node.find_all(lambda n: n.has("ltx_tag_bibitem")), None)
         key = self.text(tag).strip("[]")
-        text = " ".join(self.inline(node, skip=tag, arxiv_links=True).split())
+        text = self.line(node, skip=tag, arxiv_links=True)
         return f"[{key}] {text}" if key.isdigit() else f"- [{key}] {text}" if key else f"- {text}"
 
     def equation_table(self, node: _Node) -> None:
@@ -2736,9 +2736,13 @@ class _LatexmlWriter:
             return f"*{text.strip()}*"
         return text
 
+    def line(self, node: _Node, **options: Any) -> str:
+        """``inline``'s text of ``node`` on one line, its white space collapsed."""
+        return " ".join(self.inline(node, **options).split())
+
     def text(self, node: _Node | None) -> str:
         """The plain text of ``node`` (a title, a tag) on one line, without emphasis; "" for None."""
-        return " ".join(self.inline(node, emphasis=False).split()) if node is not None else ""
+        return self.line(node, emphasis=False) if node is not None else ""
 
 
 def _int(value: str | None) -> int:
