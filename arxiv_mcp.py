@@ -274,12 +274,36 @@ class QueryRejected(ArxivError):
     """The arXiv API answered with its error entry (a malformed id or query)."""
 
 
-class _RetryableError(Exception):
-    """One attempt failed in a way worth retrying (429, 5xx, network fault)."""
+class Throttled(ArxivError):
+    """arXiv is limiting requests to one of its services right now (its capacity, not the caller's doing):
+    nothing was asked of it, or it answered "Rate exceeded.".  ``retry_in``: seconds until its cool-down ends."""
 
-    def __init__(self, reason: str, retry_after: float | None = None):
+    def __init__(self, retry_in: float):
+        super().__init__(f"arXiv is limiting requests right now (its capacity, not your doing); try again in "
+                         f"{_duration(retry_in)}.", transient=True)
+        self.retry_in = retry_in
+
+
+def _duration(seconds: float) -> str:
+    """``"about 12 s"``, ``"about 4 min"``, ``"about 2 h"``."""
+    if seconds < 90:
+        return f"about {max(1, math.ceil(seconds))} s"
+    return f"about {round(seconds / 60)} min" if seconds < 5400 else f"about {round(seconds / 3600)} h"
+
+
+class _RetryableError(Exception):
+    """One attempt failed in a way worth retrying (a 5xx other than 503, a network fault)."""
+
+    def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class _ThrottleAnswer(Exception):
+    """arXiv throttled this request: a 429, a 503 or a "Rate exceeded." body (``_RATE_EXCEEDED``)."""
+
+    def __init__(self, retry_after: float | None):
+        super().__init__("throttled")
         self.retry_after = retry_after
 
 
@@ -292,9 +316,24 @@ class _StatusError(Exception):
         self.body = body
 
 
+# After a throttle, a service cools down: no request to it starts before the cool-down ends.  Without a
+# Retry-After (arXiv's 429 has none) it grows from 3 s, doubling, to 5 min, and a success resets it: arXiv's
+# "Rate exceeded." lasts from seconds to hours, and it is its overall capacity, so only waiting helps.
+_FIRST_COOL_DOWN = 3.0
+_MAX_COOL_DOWN = 300.0
+
+
+def _service(url: str) -> str:
+    """The service a URL asks, whose throttle cools down: its host and first path segment
+    (``export.arxiv.org/api``): arXiv's API is throttled on its own, not its PDFs on the same host."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.hostname or ''}/{parts.path.lstrip('/').split('/', 1)[0]}"
+
+
 class RateLimiter:
     """At least ``interval`` seconds between the starts of requests to one host,
     and one request at a time per host; shared by every thread of the process.
+    After a throttle, a service cools down for every caller (``cool_down``).
 
     ``clock`` and ``sleep`` are injectable so tests can run on a fake clock.
     """
@@ -307,22 +346,25 @@ class RateLimiter:
         self._guard = threading.Lock()
         self._host_locks: dict[str, threading.Lock] = {}
         self._next_start: dict[str, float] = {}
+        self._cooling: dict[str, tuple[float, float]] = {}  # service → (when its cool-down ends, its length)
 
     @contextlib.contextmanager
-    def slot(self, host: str, deadline: float | None = None) -> Iterator[None]:
-        """Hold the host's one connection for a request, waiting for its turn.
-
-        Raises ArxivError when the turn would come after ``deadline`` (a
-        ``clock()`` time).
+    def slot(self, host: str, deadline: float | None = None, *, service: str = "",
+             patience: float = math.inf) -> Iterator[None]:
+        """Hold the host's one connection for a request, waiting for its turn and for ``service``'s
+        cool-down.  Raises Throttled when the cool-down lasts more than ``patience`` seconds or past
+        ``deadline`` (a ``clock()`` time), ArxivError when the turn would come after ``deadline``.
         """
+        self._check_cooling(service, deadline, patience)  # before queueing behind the host's other requests
         with self._guard:
             lock = self._host_locks.setdefault(host, threading.Lock())
         timeout = -1 if deadline is None else max(0.0, deadline - self.clock())
         if not lock.acquire(timeout=timeout):
             raise ArxivError("Timed out waiting for an earlier arXiv request to finish; try again.", transient=True)
         try:
+            cooling = self._check_cooling(service, deadline, patience)  # a request ahead may have been throttled
             with self._guard:
-                wait = self._next_start.get(host, -math.inf) - self.clock()
+                wait = max(self._next_start.get(host, -math.inf) - self.clock(), cooling)
             if wait > 0:
                 if deadline is not None and self.clock() + wait > deadline:
                     raise ArxivError("arXiv's rate limit leaves no time before the deadline; try again shortly.",
@@ -334,16 +376,45 @@ class RateLimiter:
         finally:
             lock.release()
 
+    def cooling(self, service: str) -> float:
+        """Seconds until ``service``'s cool-down ends; 0 when it is not cooling down."""
+        with self._guard:
+            return max(0.0, self._cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
+
+    def _check_cooling(self, service: str, deadline: float | None, patience: float) -> float:
+        left = self.cooling(service)
+        if left > 0 and (left > patience or deadline is not None and self.clock() + left > deadline):
+            raise Throttled(left)
+        return left
+
+    def cool_down(self, service: str, retry_after: float | None = None) -> float:
+        """``service`` throttled a request: no request to it starts for ``retry_after`` seconds, or for
+        twice its last cool-down (from ``_FIRST_COOL_DOWN`` to ``_MAX_COOL_DOWN``).  Returns its length."""
+        with self._guard:
+            last = self._cooling.get(service, (0.0, 0.0))[1]
+            length = retry_after if retry_after is not None else min(_MAX_COOL_DOWN, 2 * last or _FIRST_COOL_DOWN)
+            self._cooling[service] = (self.clock() + length, length)
+        log.info("arXiv throttled %s: no request to it for %.0f s", service, length)
+        return length
+
     def defer(self, host: str, seconds: float) -> None:
-        """Let no request start to ``host`` for ``seconds`` (after a 429's Retry-After)."""
+        """Let no request start to ``host`` for ``seconds`` (a backoff after a network fault)."""
         with self._guard:
             self._next_start[host] = max(self._next_start.get(host, -math.inf), self.clock() + seconds)
+
+    def cleared(self, service: str) -> None:
+        """``service`` answered: its next throttle's cool-down starts small again."""
+        with self._guard:
+            self._cooling.pop(service, None)
 
 
 LIMITER = RateLimiter(SETTINGS.min_interval)
 
-_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is reported to the model rather than waited out
-_BACKOFF_BASE = 1.0  # seconds before the first retry; doubles each time
+_BACKOFF_BASE = 1.0  # seconds before the first retry after a network fault or a 5xx; doubles each time
+# How long a plain function waits for a throttled service's cool-down before it raises Throttled: through
+# the first two (3 and 6 s).  The server's search and metadata wait for none: they answer at once.
+_COOL_DOWN_PATIENCE = 10.0
+_RATE_EXCEEDED = re.compile(rb"\s*rate exceeded", re.I)  # arXiv's throttle body, with any status (even 200)
 _READ_CHUNK = 1 << 16
 
 
@@ -398,7 +469,8 @@ def _read_capped(response: Any, max_bytes: int) -> bytes:
 
 
 def _get_once(url: str, *, accept: str, max_bytes: int, timeout: float, settings: Settings) -> HttpResponse:
-    """One GET with no retry; maps every failure to ArxivError, _RetryableError or _StatusError."""
+    """One GET with no retry; maps every failure to ArxivError, _ThrottleAnswer, _RetryableError or
+    _StatusError."""
     request = urllib.request.Request(url, headers={"User-Agent": settings.user_agent, "Accept": accept})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -414,30 +486,41 @@ def _get_once(url: str, *, accept: str, max_bytes: int, timeout: float, settings
             body = _read_capped(response, max_bytes)
             if declared is not None and len(body) < declared:
                 raise _RetryableError("the download was cut short")
+            if _RATE_EXCEEDED.match(body[:64]):
+                raise _ThrottleAnswer(_retry_after(response.headers))
             return HttpResponse(body, response.headers.get("Content-Type", "") or "")
     except urllib.error.HTTPError as error:
-        if error.code == 429 or error.code >= 500:
+        if error.code in (429, 503):
             error.close()
-            raise _RetryableError(f"arXiv answered HTTP {error.code}", _retry_after(error.headers)) from None
+            raise _ThrottleAnswer(_retry_after(error.headers)) from None
+        if error.code >= 500:
+            error.close()
+            raise _RetryableError(f"arXiv answered HTTP {error.code}") from None
         try:  # the API explains a 400 in an Atom error entry
             body = error.read(_READ_CHUNK) if error.fp else b""
         except (OSError, ValueError, http.client.HTTPException):
             body = b""
         finally:
             error.close()
+        if _RATE_EXCEEDED.match(body[:64]):
+            raise _ThrottleAnswer(_retry_after(error.headers)) from None
         raise _StatusError(error.code, body) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
         raise _RetryableError(_network_reason(error)) from None
 
 
 def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = None,
-             settings: Settings | None = None, limiter: RateLimiter | None = None) -> HttpResponse:
+             settings: Settings | None = None, limiter: RateLimiter | None = None,
+             patience: float = _COOL_DOWN_PATIENCE) -> HttpResponse:
     """GET ``url`` politely and return its body.
 
     Only hosts of the configured endpoints are contacted.  Each attempt waits
-    for the host's turn in ``limiter``; a 429, a 5xx, a timeout or a
-    connection fault is retried with exponential backoff (honouring
-    Retry-After), at most ``settings.retries`` times and never past
+    for the host's turn in ``limiter``.  A throttle (a 429, a 503 or a "Rate
+    exceeded." body) is never read as an answer: the service cools down for
+    every caller of ``limiter`` (``RateLimiter.cool_down``), and this call waits
+    for a cool-down only up to ``patience`` seconds in all, else raises
+    Throttled.  A 5xx, a timeout or a connection fault is retried with
+    exponential backoff, at most ``settings.retries`` times.  Nothing waits past
     ``deadline`` (a ``limiter.clock()`` time).  The body is read in memory and
     refused past ``max_bytes``.  Raises ArxivError for failures and
     ``_StatusError`` for a final HTTP error status the caller interprets.
@@ -445,29 +528,33 @@ def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = 
     settings = settings or SETTINGS
     limiter = limiter or LIMITER
     parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
+    host, service = parts.hostname or "", _service(url)
     if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
         raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
-    reason = "no attempt was made"
+    reason, patient_until = "no attempt was made", limiter.clock() + patience
     for attempt in range(settings.retries + 1):
         timeout = settings.timeout if deadline is None else min(settings.timeout, deadline - limiter.clock())
         if timeout <= 0:
             break
         try:
-            with limiter.slot(host, deadline):
-                return _get_once(url, accept=accept, max_bytes=max_bytes, timeout=timeout, settings=settings)
+            with limiter.slot(host, deadline, service=service, patience=patient_until - limiter.clock()):
+                response = _get_once(url, accept=accept, max_bytes=max_bytes, timeout=timeout, settings=settings)
+            limiter.cleared(service)
+            return response
+        except _ThrottleAnswer as throttle:  # the next attempt's slot waits out the cool-down, or raises
+            limiter.cool_down(service, throttle.retry_after)
+            reason = "arXiv kept limiting requests"
         except _RetryableError as error:
             reason = error.reason
-            if error.retry_after is not None and error.retry_after > _MAX_RETRY_AFTER:
-                raise ArxivError(f"arXiv is rate limiting and asks to wait {error.retry_after:.0f} s; "
-                                 "try again later.", transient=True) from None
             if attempt == settings.retries:
                 break
-            delay = error.retry_after if error.retry_after is not None else _BACKOFF_BASE * 2**attempt
+            delay = _BACKOFF_BASE * 2**attempt
             if deadline is not None and limiter.clock() + delay >= deadline:
                 break
             log.info("retrying in %.1f s: %s", delay, reason)
             limiter.defer(host, delay)
+    if limiter.cooling(service):
+        raise Throttled(limiter.cooling(service))
     raise ArxivError(f"arXiv could not be reached: {reason}. Try again in a minute.", transient=True)
 
 
@@ -502,6 +589,7 @@ class Paper:
     comment: str = ""
     journal_ref: str = ""
     dois: tuple[str, ...] = ()
+    provenance: str = ""  # "": the API's; else the one-line note on where it came from (``own_paper``)
 
     @property
     def abs_url(self) -> str:
@@ -514,6 +602,28 @@ class Paper:
     @property
     def html_url(self) -> str:
         return f"https://arxiv.org/html/{self.arxiv_id}"
+
+
+@dataclass(frozen=True)
+class FrontMatter:
+    """What a paper says of itself (its first page, arXiv's stamp or HTML page): the metadata to read it by
+    when arXiv's API cannot answer.  Empty strings for what it does not say."""
+
+    title: str = ""
+    authors: tuple[str, ...] = ()
+    abstract: str = ""
+    arxiv_id: str = ""  # with the version the PDF's stamp or the HTML page names
+    primary_category: str = ""  # the PDF's stamp's
+    date: str = ""  # YYYY-MM-DD, the stamp's: when this version was submitted
+
+
+def own_paper(arxiv_id: str, front: FrontMatter, why: str) -> Paper:
+    """Metadata from the paper itself (``front``), marked with ``why`` the API's is missing: never taken for
+    the API's, never kept, and never a field the paper does not give."""
+    category = front.primary_category
+    return Paper(front.arxiv_id or arxiv_id, front.title or f"arXiv:{arxiv_id}",
+                 tuple(Author(name) for name in front.authors), front.abstract, "", front.date, category,
+                 (category,) if category else (), provenance=f"Metadata from the paper itself: {why}.")
 
 
 @dataclass(frozen=True)
@@ -598,12 +708,13 @@ def api_url(params: dict[str, str], settings: Settings | None = None) -> str:
 
 
 def fetch_feed(params: dict[str, str], *, deadline: float | None = None, settings: Settings | None = None,
-               limiter: RateLimiter | None = None) -> Feed:
-    """Query the arXiv API with ``params`` and parse the answer (see ``parse_feed``)."""
+               limiter: RateLimiter | None = None, patience: float = _COOL_DOWN_PATIENCE) -> Feed:
+    """Query the arXiv API with ``params`` and parse the answer (see ``parse_feed``); ``patience``: see
+    ``http_get``."""
     url = api_url(params, settings)
     try:
         response = http_get(url, accept="application/atom+xml", max_bytes=_MAX_FEED_BYTES, deadline=deadline,
-                            settings=settings, limiter=limiter)
+                            settings=settings, limiter=limiter, patience=patience)
     except _StatusError as error:
         # The API answers a bad query with HTTP 400 and an Atom error entry: quote it.
         try:
@@ -617,7 +728,7 @@ def fetch_feed(params: dict[str, str], *, deadline: float | None = None, setting
 
 
 def fetch_metadata(arxiv_id: str, *, deadline: float | None = None, settings: Settings | None = None,
-                   limiter: RateLimiter | None = None) -> Paper:
+                   limiter: RateLimiter | None = None, patience: float = _COOL_DOWN_PATIENCE) -> Paper:
     """The metadata of one paper (the given version, or the latest).
 
     Raises ArxivError, never retried, when arXiv knows no such paper: the API
@@ -625,7 +736,7 @@ def fetch_metadata(arxiv_id: str, *, deadline: float | None = None, settings: Se
     """
     try:
         feed = fetch_feed({"id_list": arxiv_id, "max_results": "1"}, deadline=deadline, settings=settings,
-                          limiter=limiter)
+                          limiter=limiter, patience=patience)
     except QueryRejected:
         raise ArxivError(f"arXiv has no paper {arxiv_id} (it rejected the id). Check the id.") from None
     if not feed.papers:
@@ -834,9 +945,9 @@ def format_search(request: SearchRequest, feed: Feed) -> str:
 
 
 def search(request: SearchRequest, *, deadline: float | None = None, settings: Settings | None = None,
-           limiter: RateLimiter | None = None) -> Feed:
-    """Run a search against the arXiv API."""
-    return fetch_feed(request.params(), deadline=deadline, settings=settings, limiter=limiter)
+           limiter: RateLimiter | None = None, patience: float = _COOL_DOWN_PATIENCE) -> Feed:
+    """Run a search against the arXiv API (``patience``: see ``http_get``)."""
+    return fetch_feed(request.params(), deadline=deadline, settings=settings, limiter=limiter, patience=patience)
 
 
 # ---------------------------------------------------------------------------
@@ -2190,6 +2301,7 @@ class Structure:
     passages: tuple[Passage, ...] = ()
     captions: tuple[Caption, ...] = ()
     equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # number → pages
+    front: FrontMatter = FrontMatter()  # what its first page says of it (``pdf_front``)
 
 
 def _guarded(part: str, make: Callable[[], Any], empty: Any) -> Any:
@@ -2212,13 +2324,71 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
         blocks = [_guarded(f"the text layer of page {page}", lambda: _page_blocks(pdf_page), [])
                   for page, pdf_page in enumerate(itertools.islice(doc, max_pages or _MAX_STRUCTURE_PAGES), start=1)]
         outline = _guarded("the outline", lambda: _paper_outline(doc, len(blocks)), ())
+        front = _guarded("the front matter", lambda: pdf_front(doc, blocks[0] if blocks else []), FrontMatter())
     texts = ["".join(page) for page in blocks]
     if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
         raise ArxivError(_SCANNED)
     return Structure(page_count, outline, _guarded("the skim", lambda: _skim(texts, outline, page_count), None),
                      _guarded("the passages", lambda: _passages(blocks), ()),
                      _guarded("the captions", lambda: _captions(blocks), ()),
-                     _guarded("the equation pages", lambda: _equation_pages(texts), {}))
+                     _guarded("the equation pages", lambda: _equation_pages(texts), {}), front)
+
+
+# The front matter from a PDF's first page, for when arXiv's API cannot answer.  arXiv stamps every PDF it
+# makes along the left margin: "arXiv:2203.00274v2  [cs.CL]  3 May 2022".
+_ARXIV_STAMP = re.compile(r"arXiv:\s*(?P<id>\S+?v[0-9]+)\s+\[(?P<category>[^\]\s]+)\]\s+"
+                          r"(?P<date>[0-9]{1,2} [A-Z][a-z]{2} [0-9]{4})")
+_ABSTRACT_LABEL = re.compile(r"\s*a\s?b\s?s\s?t\s?r\s?a\s?c\s?t\b[\s.:—–-]*", re.I)  # "ABSTRACT", "A B S T R A C T"
+# What ends an abstract on the first page: a numbered heading, or a block that comes after abstracts.
+_AFTER_ABSTRACT = re.compile(r"\s*(?:(?:[0-9]+|[IVX]+)\.?\s+[A-Z][A-Za-z ]{2,40}\s*$|(?:keywords|key words|index terms|"
+                             r"ccs concepts|pacs|subject headings|introduction|corresponding author)\b)", re.I)
+_MIN_UNLABELLED_ABSTRACT = 300  # characters: the block before the first heading is an abstract (REVTeX) this long
+_MAX_ABSTRACT = 3_000
+
+
+def pdf_front(doc: "pymupdf.Document", first_page_blocks: Sequence[str]) -> FrontMatter:
+    """What a PDF's first page says of the paper (the caller holds MuPDF's lock): the title (the document's
+    own when the page prints it, else the page's largest type), the abstract (after its label, or REVTeX's
+    long paragraph before the first heading), and arXiv's stamp's id, primary category and date.  Authors are
+    not told apart from affiliations in a PDF: none are given."""
+    page_text = "".join(first_page_blocks)
+    stamp = _ARXIV_STAMP.search(page_text)
+    lines = [line for line in _page_lines(_pdf_page(doc, 1))
+             if "arXiv:" not in line.text and sum(ch.isalpha() for ch in line.text) >= 2]
+    title = _collapse_space((doc.metadata or {}).get("title"))
+    if len(title) < _MIN_TITLE_KEY or "arXiv:" in title or _match_key(title) not in _match_key(page_text):
+        largest = max((line.size for line in lines), default=0)
+        first = next((i for i, line in enumerate(lines) if line.size == largest), len(lines))
+        title = " ".join(line.text for line in itertools.takewhile(lambda line: line.size == largest, lines[first:]))
+    if stamp is None:
+        return FrontMatter(_spelt(title), (), _first_page_abstract(first_page_blocks))
+    return FrontMatter(_spelt(title), (), _first_page_abstract(first_page_blocks), _canonical_id(stamp["id"]) or "",
+                       stamp["category"], _stamp_date(stamp["date"]))
+
+
+def _first_page_abstract(blocks: Sequence[str]) -> str:
+    """The abstract on a first page's text blocks, or ""."""
+    for index, block in enumerate(blocks):
+        if label := _ABSTRACT_LABEL.match(block):
+            parts = [block[label.end():]]
+            for later in blocks[index + 1:]:
+                if _AFTER_ABSTRACT.match(later) or "arXiv:" in later or sum(map(len, parts)) > _MAX_ABSTRACT:
+                    break
+                parts.append(later)
+            return _clean_passage("\n".join(parts))[:_MAX_ABSTRACT]
+        if index and _AFTER_ABSTRACT.match(block):
+            before = _clean_passage(blocks[index - 1])
+            return before[:_MAX_ABSTRACT] if len(before) >= _MIN_UNLABELLED_ABSTRACT else ""
+    return ""
+
+
+def _stamp_date(date: str) -> str:
+    """``"3 May 2022"`` → ``"2022-05-03"``; "" when it is no date."""
+    import datetime
+
+    with contextlib.suppress(ValueError):
+        return datetime.datetime.strptime(date, "%d %b %Y").date().isoformat()
+    return ""
 
 
 def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overview | None:
@@ -2473,6 +2643,7 @@ class HtmlPaper:
     passages: tuple["Passage", ...]
     captions: tuple[Caption, ...]
     equations: dict[str, str]  # number → its "$$…$$" line
+    front: FrontMatter = FrontMatter()  # title, authors, abstract and version, as the page gives them
 
 
 def _tex(alttext: str) -> str:
@@ -2802,8 +2973,61 @@ def parse_html(page: str | bytes, arxiv_id: str | None = None) -> HtmlPaper:
         offset += len(block) + 2
     text = "\n\n".join(markdown) + "\n"
     return HtmlPaper(PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0, source=_HTML_SOURCE),
-                     tuple(passages),
-                     tuple(writer.captions), writer.equations)
+                     tuple(passages), tuple(writer.captions), writer.equations,
+                     _html_front(parser.article, page, arxiv_id))
+
+
+# A line of an author block that names no one: an affiliation (in LaTeXML's author blocks affiliations and
+# e-mail addresses follow the names, after a line break).
+_AFFILIATION = re.compile(r"@|[0-9]|\b(?:universit|institut|department|dept\b|laborator|school|college|cent(?:er|re)\b|"
+                          r"research|inc\b|ltd\b|corporation|academy|hospital|faculty|google|microsoft|amazon|ibm\b)",
+                          re.I)
+_NAME_SEPARATOR = re.compile(r"\s*(?:[,;&]|\band\b|\\And\b|\s{2,})\s*")
+_MAX_NAME_WORDS = 6
+
+
+def _html_front(article: _Node, page: str, arxiv_id: str | None) -> FrontMatter:
+    """What a LaTeXML article says of itself: ``ltx_title_document``, the names in ``ltx_authors`` (each
+    ``ltx_personname``'s lines up to its first affiliation), ``ltx_abstract`` and the version the page names."""
+    writer = _LatexmlWriter()  # of its own: the text's writer has its footnotes counted
+
+    def first(name: str) -> _Node | None:
+        return next(article.find_all(lambda node: node.has(name)), None)
+
+    title, abstract, block = first("ltx_title_document"), first("ltx_abstract"), first("ltx_authors")
+    names = [] if block is None else [
+        name for person in block.find_all(lambda node: node.has("ltx_personname")) for name in _person_names(person)]
+    paragraphs = abstract.find_all(lambda node: node.tag == "p") if abstract else ()
+    version = _page_version(page, arxiv_id) if arxiv_id else None
+    def without_marks(text: str) -> str:  # the footnotes' marks: their notes are not kept
+        return re.sub(r"\[\^[0-9]+\]", "", text).strip()
+
+    return FrontMatter(without_marks(writer.text(title)), tuple(dict.fromkeys(names)),
+                       without_marks(" ".join(writer.line(p, emphasis=False) for p in paragraphs)),
+                       f"{_split_version(arxiv_id)[0]}v{version}" if arxiv_id and version else "")
+
+
+def _person_names(person: _Node) -> list[str]:
+    """The names in an ``ltx_personname``: its lines up to the first that names no one, split at the marks
+    (``<sup>``) and the commas and "and"s between names."""
+    def text(node: _Node) -> Iterator[str]:
+        for child in node.children:
+            if isinstance(child, str):
+                yield child
+            elif child.tag == "br":
+                yield "\n"
+            elif child.tag == "sup" or child.has(*_LTX_DROPPED):
+                yield ","  # a mark that ends a name
+            else:
+                yield from text(child)
+
+    names = []
+    for line in "".join(text(person)).split("\n"):
+        if line.strip().startswith(",") or _AFFILIATION.search(line):
+            break  # an affiliation: a mark leads it, or it names a place
+        names += [part for part in _NAME_SEPARATOR.split(line.strip(" ,"))
+                  if part and part[0].isupper() and len(part.split()) <= _MAX_NAME_WORDS]
+    return names
 
 
 def html_to_markdown(page: str | bytes) -> str:
@@ -2813,14 +3037,15 @@ def html_to_markdown(page: str | bytes) -> str:
 
 
 def fetch_html(arxiv_id: str, *, deadline: float | None = None, settings: Settings | None = None,
-               limiter: RateLimiter | None = None) -> str:
+               limiter: RateLimiter | None = None, patience: float = _COOL_DOWN_PATIENCE) -> str:
     """Download a paper's page of arXiv's HTML (``ARXIV_HTML_URL``) into memory, as text.  Raises
     ArxivError when arXiv has none (a 404: PDF-only submissions never get one) or the download fails;
     whether the page is the paper is ``parse_html``'s to say."""
     settings = settings or SETTINGS
     try:
         response = http_get(settings.html_url.replace("{id}", arxiv_id), accept="text/html",
-                            max_bytes=_MAX_HTML_BYTES, deadline=deadline, settings=settings, limiter=limiter)
+                            max_bytes=_MAX_HTML_BYTES, deadline=deadline, settings=settings, limiter=limiter,
+                            patience=patience)
     except _StatusError as error:
         if error.status in (403, 404, 410):
             raise ArxivError(f"arXiv has no HTML for {arxiv_id} (HTTP {error.status}).") from None
@@ -3118,7 +3343,7 @@ def format_bibtex(paper: Paper) -> str:
     if paper.journal_ref:
         fields.append(("note", _bibtex_text(paper.journal_ref)))
     fields.append(("url", paper.abs_url))
-    body = "".join(f"  {name} = {{{value}}},\n" for name, value in fields)
+    body = "".join(f"  {name} = {{{value}}},\n" for name, value in fields if value)  # none made up
     return f"@misc{{{bibtex_key(paper)},\n{body}}}"
 
 
@@ -3268,21 +3493,22 @@ def withdrawal_notice(paper: Paper) -> str:
 
 def format_metadata(paper: Paper, extra: Sequence[str] = (), affiliations: bool = True) -> str:
     """The ``# arXiv Paper`` header with ``## Metadata`` (plus ``extra`` lines)
-    and ``## Abstract``; a withdrawn version gets a warning at the top."""
-    notice = withdrawal_notice(paper)
-    lines = [
-        "# arXiv Paper",
-        *(["", notice] if notice else []),
-        "",
-        "## Metadata",
-        f"- **Title:** {paper.title}",
-        f"- **Authors:** {_authors(paper.authors, affiliations)}",
-        f"- **arXiv ID:** {paper.arxiv_id}",
-        f"- **Categories:** {paper.primary_category} (primary)"
-        + "".join(f", {c}" for c in paper.categories if c != paper.primary_category),
-        f"- **Published:** {paper.published} · **Updated:** {paper.updated}",
-        f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})",
-    ]
+    and ``## Abstract``; a withdrawn version gets a warning at the top, metadata from the paper itself
+    its one-line note, and what it does not give is left out."""
+    notices = [notice for notice in (withdrawal_notice(paper), paper.provenance and f"> {paper.provenance}")
+               if notice]
+    lines = ["# arXiv Paper", *(f"\n{notice}" for notice in notices), "", "## Metadata",
+             f"- **Title:** {paper.title}",
+             f"- **Authors:** {_authors(paper.authors, affiliations) or 'not given: see the first page'}",
+             f"- **arXiv ID:** {paper.arxiv_id}"]
+    if paper.primary_category:
+        lines.append(f"- **Categories:** {paper.primary_category} (primary)"
+                     + "".join(f", {c}" for c in paper.categories if c != paper.primary_category))
+    if paper.published:
+        lines.append(f"- **Published:** {paper.published} · **Updated:** {paper.updated}")
+    elif paper.updated:
+        lines.append(f"- **Submitted:** {paper.updated} (this version)")
+    lines.append(f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})")
     if paper.dois:
         lines.append(f"- **DOI:** {', '.join(paper.dois)}")
     if paper.journal_ref:
@@ -3751,7 +3977,7 @@ class DiskCache:
 # The version of the rules that make a PDF's kept text (its structure pass and converted pages): bump it by hand
 # whenever the conversion, the repair or the structure pass changes, and older kept text is never read again
 # (the kept downloads still are).  pymupdf's own version is part of the key too.
-_TEXT_FORMAT = 1
+_TEXT_FORMAT = 2  # 2: the structure pass and the parsed HTML keep the front matter
 
 
 def _record(value: Any) -> bytes:
@@ -3849,7 +4075,10 @@ class _PaperState:
     arxiv_id: str
     source: str = "auto"  # where its text comes from (``SOURCES``)
     paper: Paper | None = None
-    error: ArxivError | None = None  # the paper cannot be read at all: its metadata failed
+    error: ArxivError | None = None  # the paper cannot be read at all: arXiv knows no such paper
+    # Why the API's metadata is missing for a while (a throttle, a fault): the paper is read with its own.
+    metadata_error: ArxivError | None = None
+    refreshing: bool = False  # the API is asked again for metadata that came from the paper itself
     html: HtmlPaper | None = None  # its text from arXiv's HTML, when arXiv has it and the source allows
     html_overview: Overview | None = None
     pdf: bytes | None = None
@@ -4136,15 +4365,17 @@ class PaperLibrary:
             return self._answer(state, FULL)
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
-        """The paper's metadata alone: the known one, or one API request, with no download."""
+        """The API's metadata of the paper alone: the known one, or one API request (with no patience for a
+        throttle), with no download."""
         with self.scheduler.changed:
             known = self._searched_paper(arxiv_id) or next(
                 (state.paper for (known_id, _), state in self._states.items()
-                 if known_id == arxiv_id and state.paper is not None), None)
+                 if known_id == arxiv_id and state.paper is not None and not state.paper.provenance), None)
         if known is not None:
             return known
         with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
-            return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter)
+            return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter,
+                                  patience=0)
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
              request: ReadRequest = FULL, source: str | None = None) -> Reading:
@@ -4175,6 +4406,7 @@ class PaperLibrary:
             elif on_progress is not None:
                 state.listeners.append(on_progress)
             self._states.move_to_end(key)
+            self._refresh(state)
             self.scheduler.touch(state)
             state.waiting += 1
             state.wants[request] += 1  # the scheduler converts what it needs first
@@ -4230,7 +4462,8 @@ class PaperLibrary:
 
     def _load(self, state: _PaperState) -> None:
         """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes before
-        background work.  An id without a version asks the metadata first, to read the HTML of the latest."""
+        background work.  An id without a version asks the metadata first, to read the HTML of the latest (or,
+        when the API cannot answer, the latest that arXiv serves)."""
         if state.source != "pdf":
             if _split_version(state.arxiv_id)[1] is None and state.paper is None:
                 self._fetch_metadata(state)
@@ -4238,12 +4471,12 @@ class PaperLibrary:
                 self._fetch_html(state)
         if state.html is None and state.source != "html" and state.error is None:
             self._fetch_pdf(state)
-        if state.paper is None and state.error is None:
+        if state.paper is None and state.error is None and state.metadata_error is None:
             self._fetch_metadata(state)
         with self.scheduler.changed:
             state.loading = False
             if state.error is not None or state.html is None and state.text_error is not None \
-                    and state.text_error.transient:
+                    and (state.text_error.transient or state.metadata_error is not None):
                 # Not cached: the next call tries again.
                 state.forgotten = True
                 if self._states.get(state.key) is state:
@@ -4268,7 +4501,9 @@ class PaperLibrary:
                 if kept is None:
                     self._tell(state, "Downloading arXiv's HTML")
                     with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
-                        page = fetch_html(version, settings=self.settings, limiter=self.limiter)
+                        # With no patience for a throttle: the PDF is read instead.
+                        page = fetch_html(version, settings=self.settings, limiter=self.limiter,
+                                          patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE)
                 else:
                     page = kept.decode("utf-8", errors="replace")
                 html = parse_html(page, version)
@@ -4317,20 +4552,52 @@ class PaperLibrary:
                 changed.notify_all()  # the converter waits for no download now
 
     def _fetch_metadata(self, state: _PaperState) -> None:
-        """Ask the API for the paper's metadata; a failure is the paper's error."""
+        """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is the
+        paper's error; a failure that may pass leaves the paper to be read with metadata kept on disk past
+        its time, marked, or with the paper's own (``_own_paper``)."""
         kept = self.cache.get("meta", state.arxiv_id, _CACHED_TTL) if self.cache is not None else None
         try:
             if (paper := _from_record(Paper, kept)) is None:
                 with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
-                    paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter)
+                    paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter, patience=0)
                 if self.cache is not None:
                     self.cache.put("meta", state.arxiv_id, _record(paper))
         except Exception as error:
+            failure = _as_arxiv_error(error, "An internal error occurred.")
+            stale = _from_record(Paper, self.cache.get("meta", state.arxiv_id)) if self.cache is not None else None
             with self.scheduler.changed:
-                state.error = _as_arxiv_error(error, "An internal error occurred.")
+                if not failure.transient:
+                    state.error = failure
+                elif stale is not None:
+                    state.paper = dataclasses.replace(stale, provenance=f"Metadata kept from an earlier read: "
+                                                                        f"{_api_trouble(failure)}.")
+                else:
+                    state.metadata_error = failure
         else:
             with self.scheduler.changed:
-                state.paper = paper
+                state.paper, state.metadata_error = paper, None
+        finally:
+            with self.scheduler.changed:
+                state.refreshing = False
+                self.scheduler.changed.notify_all()
+
+    def _own_paper(self, state: _PaperState) -> Paper | None:
+        """The paper's metadata from itself (its HTML, or its PDF's first page once its structure is read)
+        while the API's is missing, or None before the text is in hand (with ``changed`` held)."""
+        front = state.html.front if state.html is not None else state.structure.front if state.structured else None
+        if front is None or state.metadata_error is None:
+            return None
+        return own_paper(state.arxiv_id, front, _api_trouble(state.metadata_error))
+
+    def _refresh(self, state: _PaperState) -> None:
+        """Ask the API again, in the background, for metadata that came from the paper itself, once its
+        throttle has cooled down: this read answers with what it has, the next with the API's (with
+        ``changed`` held)."""
+        if state.paper is None or not state.paper.provenance or state.loading or state.refreshing \
+                or self.limiter.cooling(_service(self.settings.api_url)):
+            return
+        state.refreshing = True
+        threading.Thread(target=self._fetch_metadata, args=(state,), name="arxiv-metadata", daemon=True).start()
 
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading (with ``changed`` held)."""
@@ -4383,6 +4650,11 @@ class PaperLibrary:
         if state.error is not None:
             raise state.error
         if state.paper is None:
+            state.paper = self._own_paper(state)
+        if state.paper is None:
+            if state.metadata_error is not None and not state.loading and (
+                    state.text_error is not None or state.html is None and state.pdf is None):
+                raise state.metadata_error  # neither the API nor the paper can tell what it is
             return None
         reading = self._html_answer(state, request) if state.html is not None else self._pdf_answer(state, request)
         if reading is not None and reading.overview is not None and state.from_disk:
@@ -4486,6 +4758,13 @@ def _log_unexpected(error: Exception) -> None:
     log.debug("details of the unexpected error", exc_info=error)
 
 
+def _api_trouble(error: ArxivError) -> str:
+    """Why the API's metadata is missing, as the metadata's note says it."""
+    if isinstance(error, Throttled):
+        return "arXiv's API is limiting requests"
+    return "arXiv's API did not answer"  # the cause is in the log: the paper is what the agent came for
+
+
 def _as_arxiv_error(error: Exception, message: str, transient: bool = False) -> ArxivError:
     """``error`` itself when it is an ArxivError (a cause to tell); else a bug: logged, and ``message``."""
     if isinstance(error, ArxivError):
@@ -4503,7 +4782,8 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
     ARXIV_MAX_CHARS), or a short Markdown error note.  Never raises.  With
     ``html``, the text comes from arXiv's HTML where it has it (``## Full Text
     (HTML)``, the math as LaTeX), else from the PDF; this read's choice, whatever
-    ARXIV_SOURCE says.
+    ARXIV_SOURCE says.  While arXiv's API cannot answer, the metadata is the paper's own, with a note
+    (``own_paper``), as the tool's.
     """
     arxiv_id = parse_arxiv_id(url) if isinstance(url, str) else None
     if arxiv_id is None:
@@ -4581,7 +4861,7 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
         return Answer(f"{ERROR} {request}")
     deadline = _deadline(library.settings, library.limiter)
     if request.mode is Mode.BIBTEX:
-        return Answer(f"```bibtex\n{format_bibtex(library.metadata(arxiv_id, deadline))}\n```")
+        return Answer(_bibtex_answer(library, arxiv_id, deadline, request))
     reading = library.read(arxiv_id, deadline, on_progress, request)
     if request.mode is Mode.FIND:
         if reading.text_error:
@@ -4607,6 +4887,24 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
 
 
+def _bibtex_answer(library: PaperLibrary, arxiv_id: str, deadline: float, request: ReadRequest) -> str:
+    """The paper's BibTeX entry from the API's metadata; while the API cannot answer, from the paper's own
+    (read as usual), with its note, or an error when the paper does not name its authors."""
+    try:
+        paper = library.metadata(arxiv_id, deadline)
+    except ArxivError as error:
+        if not error.transient:
+            raise
+        paper = library.read(arxiv_id, deadline, request=request).paper
+    entry = f"```bibtex\n{format_bibtex(paper)}\n```"
+    if not paper.provenance:
+        return entry
+    if not paper.authors:
+        return (f"{ERROR} A BibTeX entry needs the authors, and the PDF does not tell them apart from their "
+                f"affiliations. {paper.provenance.split(': ', 1)[1]} Ask again later.")
+    return f"{entry}\n\n{paper.provenance} Check the entry against the paper before citing it."
+
+
 def read_paper(paper: str, section: str | None = None, *, find: str | None = None,
                library: PaperLibrary | None = None, on_progress: Progress | None = None) -> str:
     """The tool's reading half as text alone (``read_answer``'s text)."""
@@ -4618,8 +4916,12 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     library = library or LIBRARY
     request = build_search(**arguments)
     deadline = _deadline(library.settings, library.limiter)
-    with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=library.settings.api_url):
-        feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter)
+    try:  # a caller waits: with no patience for a throttle
+        with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=library.settings.api_url):
+            feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter,
+                          patience=0)
+    except Throttled as error:
+        raise ArxivError(f"{error} Reading papers by id still works meanwhile.", transient=True) from None
     library.remember(feed.papers)
     return format_search(request, feed)
 

@@ -452,13 +452,28 @@ def test_requests_carry_user_agent_and_timeout(env):
     assert env.urls == ["https://export.arxiv.org/api/query?id_list=1111.2011v2&max_results=1"]
 
 
-@pytest.mark.parametrize("status", [503, 502])
-def test_5xx_is_retried_and_recovers(env, monkeypatch, status):
+def test_5xx_is_retried_and_recovers(env, monkeypatch):
     monkeypatch.setattr(env.library.limiter, "interval", 0)  # only the backoff spaces the attempts
-    env.script["api/query"] = [http_error("u", status)]
+    env.script["api/query"] = [http_error("u", 502)]
     assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum Criticality")
     assert len(env.requests) == 2
     assert env.clock.sleeps == [am._BACKOFF_BASE]  # backed off once, by the first backoff step
+
+
+RATE_EXCEEDED = b"Rate exceeded."
+
+
+@pytest.mark.parametrize("throttle", [
+    lambda: http_error(API_URL, 429, RATE_EXCEEDED),
+    lambda: http_error(API_URL, 503),
+    lambda: FakeResponse(RATE_EXCEEDED, API_URL, "text/plain"),  # arXiv's body with status 200
+    lambda: http_error(API_URL, 403, b"Rate exceeded.\n"),
+], ids=["429", "503", "200 Rate exceeded", "403 Rate exceeded"])
+def test_a_throttle_is_never_parsed_and_cools_the_service_down(env, monkeypatch, throttle):
+    monkeypatch.setattr(env.library.limiter, "interval", 0)
+    env.script["api/query"] = [throttle()]
+    assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum Criticality")  # after the cool-down
+    assert env.clock.sleeps == [am._FIRST_COOL_DOWN] and len(env.requests) == 2
 
 
 def test_429_honours_retry_after(env):
@@ -469,29 +484,50 @@ def test_429_honours_retry_after(env):
 
 def test_429_honours_retry_after_given_as_an_http_date(env, monkeypatch):
     monkeypatch.setattr(env.library.limiter, "interval", 0)
-    when = email.utils.formatdate(time.time() + 30, usegmt=True)  # whole seconds: 29 to 30 s from now
+    when = email.utils.formatdate(time.time() + 9, usegmt=True)  # whole seconds: 8 to 9 s from now
     env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": when})]
     am.fetch_metadata("1111.2011v2")
-    assert len(env.clock.sleeps) == 1 and 28 <= env.clock.sleeps[0] <= 30, env.clock.sleeps
+    assert len(env.clock.sleeps) == 1 and 7 <= env.clock.sleeps[0] <= 9, env.clock.sleeps
 
 
-def test_429_without_retry_after_backs_off_exponentially(env, monkeypatch):
-    monkeypatch.setattr(env.library.limiter, "interval", 0)  # only the backoff spaces the attempts
-    env.script["api/query"] = [http_error("u", 429) for _ in range(3)]
-    starts, real = [], urllib.request.urlopen
+def test_a_lasting_throttle_backs_off_as_one_server_then_resets(env, monkeypatch):
+    """The cool-downs double for every caller (3, 6 s ...); a call waits through them only within its
+    patience; a caller who finds the service cooling is told at once; a success resets the cool-down."""
+    limiter = env.library.limiter
+    monkeypatch.setattr(limiter, "interval", 0)
+    env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED) for _ in range(3)]
+    with pytest.raises(am.Throttled, match="limiting requests.*not your doing.*about 12 s") as error:
+        am.fetch_metadata("1111.2011v2")
+    assert env.clock.sleeps == [3.0, 6.0] and len(env.requests) == 3  # the third cool-down, 12 s, is not waited
+    assert error.value.transient and error.value.retry_in == 12.0
+    with pytest.raises(am.Throttled):  # another caller with no patience: no request at all
+        am.search(am.build_search(query="x"), patience=0, limiter=limiter)
+    assert len(env.requests) == 3
+    assert limiter.cooling("export.arxiv.org/api") == 12.0 and limiter.cooling("export.arxiv.org/pdf") == 0
+    env.clock.sleep(12.0)
+    assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum")  # the throttle passed: reset
+    env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
+    with pytest.raises(am.Throttled, match="about 3 s"):
+        am.fetch_metadata("1111.2011v2", patience=0)
 
-    def timed(request, timeout=None):
-        starts.append(env.clock())
-        return real(request, timeout=timeout)
 
-    monkeypatch.setattr(urllib.request, "urlopen", timed)
-    am.fetch_metadata("1111.2011v2")
-    assert [later - earlier for earlier, later in zip(starts, starts[1:])] == [1.0, 2.0, 4.0]
+def test_cool_downs_grow_to_a_cap_and_honour_retry_after(clock):
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
+    lengths = [limiter.cool_down("h/api") for _ in range(9)]
+    assert lengths == [3, 6, 12, 24, 48, 96, 192, 300, 300]
+    assert limiter.cool_down("h/api", retry_after=3600) == 3600 and limiter.cooling("h/api") == 3600
+    with pytest.raises(am.Throttled, match="about 60 min"):
+        with limiter.slot("h", service="h/api", patience=60):
+            pass
+    with limiter.slot("h", service="h/other"):  # another service of the host is not held back
+        pass
+    limiter.cleared("h/api")
+    assert limiter.cooling("h/api") == 0 and limiter.cool_down("h/api") == 3
 
 
 def test_429_with_a_long_retry_after_is_reported_not_waited(env):
     env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": "3600"})]
-    with pytest.raises(am.ArxivError, match="rate limiting.*3600"):
+    with pytest.raises(am.ArxivError, match="limiting requests.*about 60 min"):
         am.fetch_metadata("1111.2011v2")
     assert max(env.clock.sleeps, default=0) < 60
 
@@ -1695,8 +1731,16 @@ def test_pdf_failure_keeps_metadata_and_abstract(env, fault, message):
 
 
 def test_transient_pdf_failure_is_not_cached(env):
-    env.script["/pdf/"] = [http_error("u", 503) for _ in range(4)]
+    env.script["/pdf/"] = [http_error("u", 502) for _ in range(4)]
     assert "could not be reached" in call(paper="1111.2011v2")
+    assert "## Sections\n8 pages" in call(paper="1111.2011v2")
+
+
+def test_a_throttled_pdf_download_waits_out_short_cool_downs_then_says_when_to_come_back(env):
+    env.script["/pdf/"] = [http_error("u", 503) for _ in range(3)]
+    assert "limiting requests right now" in call(paper="1111.2011v2")
+    assert env.urls.count(PDF_URL) == 3  # after 3 and 6 s; the 12 s cool-down is past its patience
+    env.clock.sleep(12)
     assert "## Sections\n8 pages" in call(paper="1111.2011v2")
 
 
@@ -1714,18 +1758,22 @@ API_URL = "https://export.arxiv.org/api/query"
 ERROR_FEED = (DATA / "2026_error_incorrect_id_format_abc_http400.xml").read_bytes()
 NO_ENTRY_FEED = (DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_bytes()
 
-# Faults injected into the API or the PDF download: (where, outcomes, what the answer must say or None if the
-# retry recovers).  Each outcome list is served before the normal answer.
+# Faults injected into the API or the PDF download: (where, outcomes, what the answer must say, None if the
+# retry recovers, or OWN_METADATA if the paper is read with its own metadata).  Each outcome list is served
+# before the normal answer.
+OWN_METADATA = "> Metadata from the paper itself: arXiv's API "
 FAULTS = {
-    "503 then success": ("api/query", lambda: [http_error(API_URL, 503)], None),
+    "503 then success": ("api/query", lambda: [http_error(API_URL, 503)], OWN_METADATA),  # a throttle
     "502 then success": ("/pdf/", lambda: [http_error(PDF_URL, 502)], None),
-    "429 with Retry-After": ("api/query", lambda: [http_error(API_URL, 429, headers={"Retry-After": "5"})], None),
+    "429 with Retry-After": ("api/query", lambda: [http_error(API_URL, 429, headers={"Retry-After": "5"})],
+                             OWN_METADATA),
     "429 without Retry-After": ("/pdf/", lambda: [http_error(PDF_URL, 429)], None),
     "connection refused": ("api/query", lambda: [urllib.error.URLError(ConnectionRefusedError(111, "x"))] * 4,
-                           "the connection was refused"),
+                           OWN_METADATA),
     "reset mid-body": ("/pdf/", lambda: [ResetMidBody(PDF_1111, PDF_URL, "application/pdf") for _ in range(4)],
                        "the connection was reset"),
-    "DNS failure": ("api/query", lambda: [urllib.error.URLError(socket.gaierror(-2, "x"))] * 4, "DNS failure"),
+    "DNS failure": ("api/query", lambda: [urllib.error.URLError(socket.gaierror(-2, "x"))] * 4, OWN_METADATA),
+    "API throttled": ("api/query", lambda: [http_error(API_URL, 429, RATE_EXCEEDED)] * 4, OWN_METADATA),
     "read timeout": ("/pdf/", lambda: [socket.timeout("timed out")] * 4, "timed out"),
     "PDF cut short": ("/pdf/", lambda: [FakeResponse(PDF_1111[:5000], PDF_URL, "application/pdf",
                                                      length=len(PDF_1111)) for _ in range(4)], "cut short"),
@@ -1735,12 +1783,12 @@ FAULTS = {
     "PDF over the byte cap": ("/pdf/", lambda: [FakeResponse(b"%PDF-", PDF_URL, "application/pdf", length=10**9)],
                               "larger than the 50 MB cap"),
     "malformed XML": ("api/query", lambda: [FakeResponse(b"<feed><entry>", API_URL, "application/atom+xml")] * 4,
-                      "malformed XML"),
+                      OWN_METADATA),
     "feed with no entry": ("api/query", lambda: [FakeResponse(NO_ENTRY_FEED, API_URL, "application/atom+xml")],
                            "arXiv has no paper 1111.2011v2"),
     "API error entry": ("api/query", lambda: [http_error(API_URL, 400, ERROR_FEED)], "rejected the id"),
     "non-UTF-8 bytes": ("api/query", lambda: [FakeResponse(b"\xff\xfe\xfa\x00<feed>", API_URL,
-                                                           "application/atom+xml")] * 4, "malformed XML"),
+                                                           "application/atom+xml")] * 4, OWN_METADATA),
     "redirect to another host": ("/pdf/", lambda: [FakeResponse(PDF_1111, "https://evil.example/x.pdf",
                                                                 "application/pdf")], "redirected"),
     "encrypted PDF": ("/pdf/", lambda: [FakeResponse(synthetic_pdf(text="x " * 200, password="pw"), PDF_URL,
@@ -1762,8 +1810,10 @@ def test_fault_matrix(env, fault, through):
         lambda: am.arxiv_markdown("https://arxiv.org/abs/1111.2011v2"))
     answer = read()
     assert "Traceback" not in answer and len(answer) < 60_000
-    if message is None:
+    if message in (None, OWN_METADATA):
         assert "## Full Text (PDF)\n" in answer and "## I Introduction" in answer, answer[:500]
+        assert (OWN_METADATA in answer) == (message is OWN_METADATA), answer[:300]
+        assert "**Title:** Quantum Criticality for Extended Nodes" in answer
     else:
         assert message in answer, answer[-400:]
         problem = answer if answer.startswith(("**Error", am.ERROR)) else answer.split("## Full Text (PDF)\n")[1]
@@ -3207,3 +3257,127 @@ def test_package_installs_an_arxiv_mcp_command(tmp_path):
     assert "arxiv_mcp.py" in wheel.namelist()
     entry_points = next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))
     assert "arxiv-mcp = arxiv_mcp:main" in wheel.read(entry_points).decode()
+
+
+# ---------------------------------------------------------------------------
+# When arXiv's API throttles: back off as one server, and read the paper anyway
+# ---------------------------------------------------------------------------
+
+ATOM_1111_PAPER = am.parse_feed(ATOM_1111).papers[0]
+# The corpus PDFs of different styles, with what arXiv says of them (the Atom capture of 1111.2011v2; the
+# others' titles and categories as SOURCES.md records them): (file, title, primary category).
+FRONT_PAGES = [
+    ("1111.2011v2.pdf", ATOM_1111_PAPER.title, ATOM_1111_PAPER.primary_category),  # REVTeX (PRB)
+    ("2203.00274v2.pdf", "TableFormer: Robust Transformer Modeling for Table-Text Encoding", "cs.CL"),  # ACL
+    ("2302.07302v1.pdf", "CiteSee: Augmenting Citations in Scientific Papers with Persistent and Personalized "
+                         "Historical Context", "cs.HC"),  # ACM
+    ("1707.04066v1.pdf", "The size distribution of Near Earth Objects larger than 10 meters", "astro-ph.EP"),  # AAS
+    ("2502.21088v1.pdf", "Measurement of double-differential charged-current Drell-Yan cross-sections at high "
+                         "transverse masses", "hep-ex"),  # ATLAS: SOURCES.md gives the title's start
+    ("cond-mat_0208282v2.pdf", "Thermal conductivity of anisotropic and frustrated spin-1/2 chains",
+     "cond-mat.str-el"),  # a legacy id, and a document title that is the stamp
+]
+
+
+@pytest.mark.parametrize("name, title, category", FRONT_PAGES)
+def test_metadata_from_the_pdf_matches_arxivs(name, title, category):
+    with am._opened(corpus_file("pdf", name).read_bytes()) as doc:
+        front = am.read_structure(doc).front
+    assert front.arxiv_id == name.removesuffix(".pdf").replace("_", "/")
+    assert front.primary_category == category and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", front.date)
+    assert am._match_key(front.title).startswith(am._match_key(title.replace("–", "-"))), front.title
+    assert front.authors == ()  # a PDF does not tell names from affiliations: none are made up
+
+
+def test_the_abstract_from_the_pdf_is_arxivs():
+    with am._opened(PDF_1111) as doc:
+        front = am.read_structure(doc).front
+    assert am._match_key(front.abstract) == am._match_key(ATOM_1111_PAPER.abstract)
+
+
+@pytest.mark.parametrize("name, version, title, authors", [
+    ("2203.00274", "", "TableFormer: Robust Transformer Modeling for Table-Text Encoding",
+     ("Jingfeng Yang", "Aditya Gupta", "Shyam Upadhyay", "Luheng He", "Rahul Goel", "Shachi Paul")),
+    ("2305.03393", "", "Optimized Table Tokenization for Table Structure Recognition",
+     ("Maksym Lysak", "Ahmed Nassar", "Nikolaos Livathinos", "Christoph Auer", "Peter Staar")),
+    ("2407.16314", "v1", "Capital as Artificial Intelligence", ("Cesare Carissimo", "Marcin Korecki")),
+    ("2508.08468", "v6", "Audio-Visual Speech Enhancement: Architectural Design and Deployment Strategies",
+     ("Anis Hamadouche", "Haifeng Luo", "Mathini Sellathurai", "Amir Hussain", "Tharm Ratnarajah")),
+])
+def test_metadata_from_the_html_names_the_authors_and_not_their_affiliations(name, version, title, authors):
+    front = am.parse_html(html_page(name), f"{name}{version or 'v1'}" if version else name).front
+    assert (front.title, front.authors) == (title, authors)
+    assert front.arxiv_id == (f"{name}{version}" if version else "")  # ar5iv's pages name no version
+    assert len(front.abstract) > 400 and "[^" not in front.abstract and "Abstract" not in front.abstract[:10]
+
+
+def api_requests(env) -> int:
+    return sum("/api/query" in url for url in env.urls)
+
+
+def test_while_the_api_throttles_papers_are_read_with_their_own_metadata(html_env):
+    html_env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED) for _ in range(100)]
+    pdf_overview = call(paper="1111.2011v2")
+    note = "> Metadata from the paper itself: arXiv's API is limiting requests."
+    assert note in pdf_overview and f"**Title:** {ATOM_1111_PAPER.title}" in pdf_overview
+    assert "- **Categories:** cond-mat.str-el (primary)" in pdf_overview and "**Submitted:** 2012-04-02" in pdf_overview
+    assert "## Abstract\nTheoretical description of anisotropic systems" in pdf_overview
+    assert "**Authors:** not given: see the first page" in pdf_overview
+    assert "## I Introduction" in call(paper="1111.2011v2", section="I")
+    html_overview = call(paper="2203.00274v2")
+    assert note in html_overview and "from arXiv's HTML" in html_overview
+    assert "**Authors:** Jingfeng Yang, Aditya Gupta, Shyam Upadhyay, Luheng He" in html_overview
+    assert "## 2 Preliminaries" in call(paper="2203.00274v2", section="2")
+    started = html_env.clock()
+    searched = call(query="table transformers")
+    assert searched.startswith(am.ERROR) and "limiting requests right now" in searched
+    assert "not your doing" in searched and "Reading papers by id still works" in searched
+    assert html_env.clock() == started  # at once: it waited for nothing
+    assert api_requests(html_env) == 1  # the first throttle; none while the API cools down: no volley per call
+    html_env.clock.sleep(am._FIRST_COOL_DOWN)
+    call(paper="1111.2011v2")  # the cool-down ended: asked again, in the background, and throttled again
+    wait_for(lambda: api_requests(html_env) == 2, what="the second API request")
+    wait_for(lambda: html_env.library.limiter.cooling("export.arxiv.org/api") == 6.0, what="a longer cool-down")
+    assert note in call(paper="1111.2011v2") and api_requests(html_env) == 2
+
+
+def test_a_rate_exceeded_answer_then_a_good_feed(env):
+    env.script["api/query"] = [FakeResponse(RATE_EXCEEDED, API_URL, "text/plain")]  # arXiv's 200 throttle
+    first = call(paper="1111.2011v2")
+    assert "Metadata from the paper itself: arXiv's API is limiting requests." in first
+    assert "## Sections\n8 pages" in first
+    env.clock.sleep(am._FIRST_COOL_DOWN)  # the cool-down ends: the next read asks the API again
+    call(paper="1111.2011v2")
+    wait_for(lambda: "Metadata from" not in call(paper="1111.2011v2"), what="the API's metadata")
+    again = call(paper="1111.2011v2")
+    assert f"**Published:** {ATOM_1111_PAPER.published}" in again and "Del Maestro" in again
+    assert api_requests(env) == 2
+
+
+def test_an_id_without_a_version_reads_the_latest_the_pdf_names(env):
+    env.script["api/query"] = [http_error(API_URL, 503) for _ in range(100)]
+    env.pdfs["1111.2011"] = PDF_1111
+    overview = call(paper="1111.2011")
+    assert "**arXiv ID:** 1111.2011v2" in overview and "from the paper itself" in overview
+
+
+def test_bibtex_while_the_api_throttles(html_env):
+    html_env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED) for _ in range(100)]
+    entry = call(paper="2203.00274v2", section="bibtex")
+    assert "author = {Jingfeng Yang and Aditya Gupta" in entry and "title = {{TableFormer: Robust" in entry
+    assert "year =" not in entry and "primaryClass" not in entry  # ar5iv's page gives neither: none made up
+    assert "Metadata from the paper itself" in entry
+    refused = call(paper="1111.2011v2", section="bibtex")
+    assert refused.startswith(am.ERROR) and "authors" in refused and "limiting requests" in refused
+
+
+def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(env, tmp_path):
+    now = [1e9]
+    env.library.cache = am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0])
+    call(paper="1111.2011v2")  # the metadata is kept
+    library = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)  # a restart
+    now[0] += 2 * am._CACHED_TTL
+    env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
+    overview = am.read_paper("1111.2011v2", library=library)
+    assert "> Metadata kept from an earlier read: arXiv's API is limiting requests." in overview
+    assert f"**Published:** {ATOM_1111_PAPER.published}" in overview
