@@ -4,6 +4,7 @@
     uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris, what the layout finds
     uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html against their PDFs, and memory
     uv run bench_arxiv_mcp.py --session # search and read 3 results at arXiv's pace, then again after a restart
+    uv run bench_arxiv_mcp.py --session --throttled  # the same while every API request gets "Rate exceeded."
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -66,7 +67,7 @@ Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
 
 def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
     """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
-    gives (body, content type), or None for a 404.  The tests use it too.  Another loopback ``host``
+    gives (body, content type) or (body, content type, status), or None for a 404.  The tests use it too.  Another loopback ``host``
     (127.0.0.2) stands in for another of arXiv's hosts, with a limiter slot of its own."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -77,8 +78,8 @@ def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http
             if found is None:
                 self.send_error(404)
                 return
-            body, kind = found
-            self.send_response(200)
+            body, kind, *status = found
+            self.send_response(status[0] if status else 200)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -479,10 +480,12 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
           f"| overview of 2203.00274v2 from its PDF (ARXIV_SOURCE=pdf) | {one_pdf:.0f} |")
 
 
-def report_session(pdfs: dict[str, bytes], runs: int) -> None:
+def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
-    served from 127.0.0.1, the HTML from 127.0.0.2, as arXiv serves them from two hosts."""
+    served from 127.0.0.1, the HTML from 127.0.0.2, as arXiv serves them from two hosts.  ``throttled``
+    (issue 24): every API request is answered 429 "Rate exceeded.", as in arXiv's long throttles; the search
+    must fail at once, and each overview carry the paper's own title and the note."""
     import tempfile
 
     htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
@@ -492,8 +495,10 @@ def report_session(pdfs: dict[str, bytes], runs: int) -> None:
     feed = feed.replace(entry, "".join(entry.format(id=i) for i in ids)).replace("{{", "{").replace("}}", "}")
     answer, asked = corpus_answer(pdfs, htmls), []
 
-    def counted(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
+    def counted(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
         asked.append(path)
+        if throttled and path == "/api/query":
+            return b"Rate exceeded.", "text/plain", 429
         return (feed.encode(), "application/atom+xml") if "search_query" in query else answer(path, query)
 
     api, html = serve(counted), serve(counted, host="127.0.0.2")
@@ -504,10 +509,12 @@ def report_session(pdfs: dict[str, bytes], runs: int) -> None:
     def session(library: am.PaperLibrary) -> tuple[float, list[str], list[float]]:
         asked.clear()
         start, overviews = time.perf_counter(), []
-        assert am.arxiv_tool(library=library, query="session").startswith("# arXiv search")
+        searched = am.arxiv_tool(library=library, query="session")
+        assert searched.startswith(am.ERROR if throttled else "# arXiv search"), searched
         for arxiv_id in ids:
             seconds, overview = timed(am.read_paper, arxiv_id, library=library)
             overviews.append(seconds)
+            assert ("> Metadata from the paper itself" in overview) == throttled, overview[:300]
             first = re.search(r"^- \*\*(\S+)", overview.split("## Sections")[1], re.M)[1]
             assert not am.read_paper(arxiv_id, first, library=library).startswith(am.ERROR)
         return time.perf_counter() - start, list(asked), overviews
@@ -519,6 +526,8 @@ def report_session(pdfs: dict[str, bytes], runs: int) -> None:
             for name in ("first", "after a restart"):
                 library = am.PaperLibrary(settings, am.RateLimiter(3.0), am.DiskCache(folder, 10**9))
                 seconds, requests, overviews = session(library)
+                if throttled:
+                    requests = [f"{path} (429)" if path == "/api/query" else path for path in requests]
                 hosts = Counter("html" if path.startswith("/html/") else "export" for path in requests)
                 floor = 3.0 * max(0, max(hosts.values(), default=1) - 1)
                 print(f"| {name} (run {run + 1}) | {len(requests)}: {', '.join(requests)} | {seconds:.2f} s | "
@@ -549,6 +558,8 @@ def main() -> None:
                              "server that reads only HTML")
     parser.add_argument("--session", action="store_true",
                         help="only the agent session at arXiv's pace with a disk cache, then after a restart (issue 23)")
+    parser.add_argument("--throttled", action="store_true",
+                        help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
     args = parser.parse_args()
 
     paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
@@ -564,7 +575,7 @@ def main() -> None:
         report_html(pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem})
         return
     if args.session:
-        report_session(pdfs, args.runs)
+        report_session(pdfs, args.runs, args.throttled)
         return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"

@@ -3381,3 +3381,52 @@ def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(en
     overview = am.read_paper("1111.2011v2", library=library)
     assert "> Metadata kept from an earlier read: arXiv's API is limiting requests." in overview
     assert f"**Published:** {ATOM_1111_PAPER.published}" in overview
+
+
+@pytest.mark.mcp
+def test_the_stdio_server_reads_on_while_the_api_throttles(tmp_path):
+    """The real server process against a loopback arXiv whose API answers every request 429 "Rate exceeded.":
+    the search is refused at once, the paper is read with its own metadata, and the API is asked little."""
+    import sys
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    asked = []
+
+    def answer(path, query):
+        asked.append(path)
+        if path == "/api/query":
+            return RATE_EXCEEDED, "text/plain", 429
+        return (PDF_1111, "application/pdf") if path == "/pdf/1111.2011v2" else None
+
+    server = serve(answer)
+    env = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
+
+    async def main():
+        params = StdioServerParameters(command=sys.executable, args=[str(HERE / "arxiv_mcp.py")], env=env)
+        seen = {}
+        with open(tmp_path / "stderr.txt", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    for name, arguments in [("search", {"query": "quantum criticality"}),
+                                            ("overview", {"paper": "1111.2011v2"}),
+                                            ("section", {"paper": "1111.2011v2", "section": "I"})]:
+                        started = time.monotonic()
+                        seen[name] = (text_of(await session.call_tool("arxiv", arguments)),
+                                      time.monotonic() - started)
+        return seen
+
+    try:
+        seen = asyncio.run(main())
+    finally:
+        server.shutdown()
+    searched, seconds = seen["search"]
+    assert searched.startswith("**Error:** arXiv is limiting requests right now") and seconds < 2
+    assert "> Metadata from the paper itself: arXiv's API is limiting requests." in seen["overview"][0]
+    assert f"**Title:** {ATOM_1111_PAPER.title}" in seen["overview"][0]
+    assert "## I Introduction" in seen["section"][0]
+    # The search's, and at most one more once its 3 s cool-down ended (the metadata, or its refresh): never one
+    # volley per call.
+    assert asked.count("/api/query") <= 2, asked
