@@ -531,7 +531,7 @@ def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = 
     host, service = parts.hostname or "", _service(url)
     if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
         raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
-    reason, patient_until = "no attempt was made", limiter.clock() + patience
+    reason, throttled, patient_until = "no attempt was made", False, limiter.clock() + patience
     for attempt in range(settings.retries + 1):
         timeout = settings.timeout if deadline is None else min(settings.timeout, deadline - limiter.clock())
         if timeout <= 0:
@@ -543,9 +543,9 @@ def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = 
             return response
         except _ThrottleAnswer as throttle:  # the next attempt's slot waits out the cool-down, or raises
             limiter.cool_down(service, throttle.retry_after)
-            reason = "arXiv kept limiting requests"
+            throttled = True
         except _RetryableError as error:
-            reason = error.reason
+            reason, throttled = error.reason, False
             if attempt == settings.retries:
                 break
             delay = _BACKOFF_BASE * 2**attempt
@@ -553,7 +553,7 @@ def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = 
                 break
             log.info("retrying in %.1f s: %s", delay, reason)
             limiter.defer(host, delay)
-    if limiter.cooling(service):
+    if throttled:
         raise Throttled(limiter.cooling(service))
     raise ArxivError(f"arXiv could not be reached: {reason}. Try again in a minute.", transient=True)
 
@@ -2999,6 +2999,7 @@ def _html_front(article: _Node, page: str, arxiv_id: str | None) -> FrontMatter:
         name for person in block.find_all(lambda node: node.has("ltx_personname")) for name in _person_names(person)]
     paragraphs = abstract.find_all(lambda node: node.tag == "p") if abstract else ()
     version = _page_version(page, arxiv_id) if arxiv_id else None
+
     def without_marks(text: str) -> str:  # the footnotes' marks: their notes are not kept
         return re.sub(r"\[\^[0-9]+\]", "", text).strip()
 
