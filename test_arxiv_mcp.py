@@ -3430,3 +3430,15 @@ def test_the_stdio_server_reads_on_while_the_api_throttles(tmp_path):
     # The search's, and at most one more once its 3 s cool-down ended (the metadata, or its refresh): never one
     # volley per call.
     assert asked.count("/api/query") <= 2, asked
+
+
+def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_throttles(env, tmp_path):
+    env.library.cache = am.DiskCache(str(tmp_path), 10**9)
+    env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED) for _ in range(100)]
+    env.htmls["2508.08468"] = html_page("2508.08468").encode()  # arXiv's page of the latest version names v6
+    overview = call(paper="2508.08468")
+    assert "**arXiv ID:** 2508.08468v6" in overview and "from arXiv's HTML" in overview
+    assert "**Title:** Audio-Visual Speech Enhancement" in overview and "Metadata from the paper itself" in overview
+    assert paths(env) == ["/api/query", "/html/2508.08468"]  # no PDF, and the API asked once
+    # Metadata made from the paper is never kept as the API's, nor an unversioned page.
+    assert not list(tmp_path.rglob("*meta*")) and env.library.cache.get("meta", "2508.08468") is None
