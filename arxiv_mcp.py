@@ -16,6 +16,8 @@ whole text within a cap, figures, tables and equations as images rendered from t
 that hold some words, a BibTeX entry and the arXiv ids its references cite.  The text is arXiv's HTML
 (LaTeXML: the authors' LaTeX) where arXiv has it, else the PDF, converted page by page with pymupdf4llm,
 on one converter thread, by priority.  The server keeps versioned downloads and metadata in a disk cache.
+When arXiv throttles ("Rate exceeded."), the service cools down for the whole server, searches say so at once,
+and papers are read anyway, with the metadata they give themselves.
 
 The module is also a small library: its plain functions (``parse_arxiv_id``, ``fetch_metadata``,
 ``fetch_pdf``, ``pdf_to_markdown``, ``truncate``, ``arxiv_markdown`` ...) import without starting a
@@ -4917,7 +4919,9 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     library = library or LIBRARY
     request = build_search(**arguments)
     deadline = _deadline(library.settings, library.limiter)
-    try:  # a caller waits: with no patience for a throttle
+    try:  # a caller waits: with no patience for a throttle, not even for its turn behind a download
+        if cooling := library.limiter.cooling(_service(library.settings.api_url)):
+            raise Throttled(cooling)
         with library.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=library.settings.api_url):
             feed = search(request, deadline=deadline, settings=library.settings, limiter=library.limiter,
                           patience=0)
