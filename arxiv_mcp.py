@@ -4063,6 +4063,9 @@ JOB_STRUCTURE, JOB_WAITED_PAGE, JOB_BACKGROUND_PAGE, JOB_CLOSE = 0, 1, 2, 3
 # hour, because a paper can gain a version meanwhile; the entries of a few hundred searches at most.
 _SEARCHED_TTL = 3600.0
 _SEARCHED_ENTRIES = 2_000
+# Seconds the API may take to give a paper's metadata before the paper is read with its own: a throttled
+# answer can take two minutes to arrive, and the text is in hand by then.
+_METADATA_WAIT = 10.0
 _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
 _IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
 
@@ -4562,7 +4565,8 @@ class PaperLibrary:
         try:
             if (paper := _from_record(Paper, kept)) is None:
                 with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
-                    paper = fetch_metadata(state.arxiv_id, settings=self.settings, limiter=self.limiter, patience=0)
+                    paper = fetch_metadata(state.arxiv_id, deadline=self.limiter.clock() + _METADATA_WAIT,
+                                           settings=self.settings, limiter=self.limiter, patience=0)
                 if self.cache is not None:
                     self.cache.put("meta", state.arxiv_id, _record(paper))
         except Exception as error:

@@ -3442,3 +3442,22 @@ def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_thrott
     assert paths(env) == ["/api/query", "/html/2508.08468"]  # no PDF, and the API asked once
     # Metadata made from the paper is never kept as the API's, nor an unversioned page.
     assert not list(tmp_path.rglob("*meta*")) and env.library.cache.get("meta", "2508.08468") is None
+
+
+def test_a_slow_api_keeps_the_paper_waiting_at_most_a_few_seconds(env, monkeypatch):
+    """A throttled answer can take two minutes to arrive: the metadata request gives up after
+    ``_METADATA_WAIT`` seconds, and the paper is read with its own."""
+    asked, real = [], urllib.request.urlopen
+
+    def slow_api(request, timeout=None):
+        if "/api/query" in request.full_url:
+            asked.append(timeout)
+            env.clock.sleep(timeout)  # the whole timeout passes, then the connection times out
+            raise socket.timeout("timed out")
+        return real(request, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", slow_api)
+    overview = call(paper="1111.2011v2")
+    assert asked == [am._METADATA_WAIT]  # once, and not the 30 s request timeout: no retry past the wait
+    assert "> Metadata from the paper itself: arXiv's API did not answer." in overview
+    assert "## Sections\n8 pages" in overview
