@@ -413,6 +413,7 @@ class RateLimiter:
 LIMITER = RateLimiter(SETTINGS.min_interval)
 
 _BACKOFF_BASE = 1.0  # seconds before the first retry after a network fault or a 5xx; doubles each time
+_MIN_TIMEOUT = 0.1  # seconds: a turn that comes right at the deadline still gets a request, not a zero timeout
 # How long a plain function waits for a throttled service's cool-down before it raises Throttled: through
 # the first two (3 and 6 s).  The server's search and metadata wait for none: they answer at once.
 _COOL_DOWN_PATIENCE = 10.0
@@ -535,12 +536,14 @@ def http_get(url: str, *, accept: str, max_bytes: int, deadline: float | None = 
         raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
     reason, throttled, patient_until = "no attempt was made", False, limiter.clock() + patience
     for attempt in range(settings.retries + 1):
-        timeout = settings.timeout if deadline is None else min(settings.timeout, deadline - limiter.clock())
-        if timeout <= 0:
+        if deadline is not None and deadline <= limiter.clock():
             break
         try:
             with limiter.slot(host, deadline, service=service, patience=patient_until - limiter.clock()):
-                response = _get_once(url, accept=accept, max_bytes=max_bytes, timeout=timeout, settings=settings)
+                # What is left of the deadline once the turn has come (the slot never waits past it).
+                timeout = settings.timeout if deadline is None else min(settings.timeout, deadline - limiter.clock())
+                response = _get_once(url, accept=accept, max_bytes=max_bytes, timeout=max(timeout, _MIN_TIMEOUT),
+                                     settings=settings)
             limiter.cleared(service)
             return response
         except _ThrottleAnswer as throttle:  # the next attempt's slot waits out the cool-down, or raises
