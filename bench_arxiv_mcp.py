@@ -62,12 +62,12 @@ ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
 """
 
 
-Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | None"]
+Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | tuple[bytes, str, int] | None"]
 
 
 def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
-    """A loopback HTTP server standing in for arXiv: ``answer(path, query)``
-    gives (body, content type) or (body, content type, status), or None for a 404.  The tests use it too.  Another loopback ``host``
+    """A loopback HTTP server standing in for arXiv: ``answer(path, query)`` gives (body, content type) or
+    (body, content type, status), or None for a 404.  The tests use it too.  Another loopback ``host``
     (127.0.0.2) stands in for another of arXiv's hosts, with a limiter slot of its own."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
