@@ -408,7 +408,7 @@ def check(pdfs: dict[str, bytes]) -> int:
         seconds, pdf = timed(am.pdf_to_markdown, data, max_pages=am._MAX_STRUCTURE_PAGES)
         skim = am.skim_pdf(data)
         with am._PDF_LOCK, am._open_pdf(data) as doc:
-            captions = am._captions([am._page_blocks(page) for page in doc])
+            captions = am._captions([am._page_blocks(page)[0] for page in doc])
         shown = "\n".join([pdf.markdown, *(row.sentence for row in (skim.sections if skim else ())),
                            *(caption.text for caption in captions)])
         found = debris(shown)
