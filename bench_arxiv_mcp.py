@@ -5,6 +5,7 @@
     uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html against their PDFs, and memory
     uv run bench_arxiv_mcp.py --session # search and read 3 results at arXiv's pace, then again after a restart
     uv run bench_arxiv_mcp.py --session --throttled  # the same while every API request gets "Rate exceeded."
+    uv run bench_arxiv_mcp.py --hidden  # what finding hidden text costs: each stage with and without the check
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -26,6 +27,7 @@ import statistics
 import sys
 import threading
 import time
+import unittest.mock
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable
@@ -480,6 +482,55 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
           f"| overview of 2203.00274v2 from its PDF (ARXIV_SOURCE=pdf) | {one_pdf:.0f} |")
 
 
+def report_hidden(pdfs: dict[str, bytes], runs: int) -> None:
+    """What finding hidden text costs (issue 29), each against the same work with the check taken out, the two
+    timed in turn (medians of ``runs``, then over the papers): the structure pass of every paper (without the
+    check it reads the text blocks alone, as before), ``parse_html`` of the shared pages (without reading
+    styles), and ``convert_page`` of the first three pages of five papers as a plain function, which finds the
+    page's hidden text itself (without it: the conversion alone; the server passes the structure pass's)."""
+    import pymupdf
+
+    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+
+    def blocks_alone(page):
+        return [am._spelt(b[4]).replace(am._UNKNOWN_GLYPH, "") for b in page.get_text("blocks", flags=flags)
+                if b[6] == 0], []
+
+    def compared(work: Callable[[], object], name: str, stand_in: Callable) -> tuple[float, float]:
+        checked, unchecked = [], []
+        for _ in range(runs):
+            checked.append(timed(work)[0])
+            with unittest.mock.patch.object(am, name, stand_in):
+                unchecked.append(timed(work)[0])
+        return statistics.median(checked), statistics.median(unchecked)
+
+    def structure_pass(data: bytes) -> Callable[[], object]:
+        def work():
+            with am._opened(data) as doc:
+                return am.read_structure(doc)
+        return work
+
+    def conversion(data: bytes) -> Callable[[], object]:
+        def work():
+            with am._opened(data) as doc, am._PDF_LOCK:
+                return [am.convert_page(doc, page) for page in range(1, min(3, doc.page_count) + 1)]
+        return work
+
+    baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
+    pages = sorted(pdfs, key=lambda i: len(pdfs[i]))[:5]
+    htmls = [path.read_bytes() for path in sorted(HTML_DIR.glob("*.html"))]
+    rows = {"structure pass, every paper": [compared(structure_pass(data), "_page_blocks", blocks_alone)
+                                             for data in pdfs.values()],
+            "`parse_html`, the shared pages": [compared(lambda page=page: am.parse_html(page), "_style_hiding",
+                                                        lambda style, backdrop: ("", backdrop)) for page in htmls],
+            f"conversion of pages 1-3 of {', '.join(pages)}": [
+                compared(conversion(pdfs[i]), "_page_blocks", lambda page: ([], [])) for i in pages]}
+    print("| with the check against without it | with | without | ratio (median over papers) |\n|---|---|---|---|")
+    for name, pairs in rows.items():
+        checked, unchecked = (statistics.median(times) * 1000 for times in zip(*pairs))
+        print(f"| {name} | {checked:.1f} ms | {unchecked:.1f} ms | {statistics.median(a / b for a, b in pairs):.3f} |")
+
+
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
@@ -558,6 +609,9 @@ def main() -> None:
                              "server that reads only HTML")
     parser.add_argument("--session", action="store_true",
                         help="only the agent session at arXiv's pace with a disk cache, then after a restart (issue 23)")
+    parser.add_argument("--hidden", action="store_true",
+                        help="only what finding hidden text costs: the structure pass, parse_html and conversion, "
+                             "each with the check and without it (issue 29)")
     parser.add_argument("--throttled", action="store_true",
                         help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
     args = parser.parse_args()
@@ -576,6 +630,9 @@ def main() -> None:
         return
     if args.session:
         report_session(pdfs, args.runs, args.throttled)
+        return
+    if args.hidden:
+        report_hidden(pdfs, args.runs)
         return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"

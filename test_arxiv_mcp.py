@@ -1372,7 +1372,7 @@ def paced_conversion(monkeypatch, env, page_once):
     ``delivered`` lists the pages (from 1) in the order they were converted."""
     step, delivered = threading.Semaphore(0), []
 
-    def convert(doc, page):
+    def convert(doc, page, hidden=None):
         step.acquire(timeout=10)
         delivered.append(page)
         return page_once(doc, page)
@@ -1584,7 +1584,7 @@ def test_without_outline_or_headings_the_overview_waits_for_the_text():
 def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_once):
     release = threading.Event()
 
-    def slow_convert(doc, page):
+    def slow_convert(doc, page, hidden=None):
         release.wait(10)
         return page_once(doc, page)
 
@@ -1700,7 +1700,7 @@ def test_a_failing_part_of_the_structure_pass_costs_only_that_part(env, monkeypa
 def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkeypatch):
     attempts = []
 
-    def broken(doc, page):  # outside the page's own guard: a bug in the scheduler's path
+    def broken(doc, page, hidden=None):  # outside the page's own guard: a bug in the scheduler's path
         attempts.append(page)
         raise RuntimeError("bug")
 
@@ -2953,13 +2953,15 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     assert len(html_env.urls) == asked, "after a restart: no request at all"
     assert "from arXiv's HTML, kept on disk." in html and "from the PDF, kept on disk." in pdf
     converted = []
-    again.scheduler.convert_page = lambda doc, page: converted.append(page) or am.convert_page(doc, page)
+    again.scheduler.convert_page = lambda doc, page, hidden: (converted.append(page)
+                                                             or am.convert_page(doc, page, hidden))
     assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=again)
     assert converted == [], "the pages converted before the restart are read from the disk"
     # Text kept by other rules (a bumped _TEXT_FORMAT, another pymupdf) is never read: the pages convert again.
     monkeypatch.setattr(am, "_TEXT_FORMAT", am._TEXT_FORMAT + 1)
     newer = library_with_cache(html_env, tmp_path / "cache")
-    newer.scheduler.convert_page = lambda doc, page: converted.append(page) or am.convert_page(doc, page)
+    newer.scheduler.convert_page = lambda doc, page, hidden: (converted.append(page)
+                                                             or am.convert_page(doc, page, hidden))
     assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=newer)
     assert converted and len(html_env.urls) == asked, "converted again from the kept PDF"
     monkeypatch.setattr(am, "_TEXT_FORMAT", am._TEXT_FORMAT - 1)
@@ -3508,7 +3510,8 @@ def test_each_hidden_form_in_a_pdf_is_found_and_left_out_and_the_look_alikes_sta
     with am._opened(hidden_forms_pdf()) as doc:
         structure = am.read_structure(doc)
         with am._PDF_LOCK:
-            page = PAGE_MARKDOWN(doc, 1).markdown
+            page = am.convert_page(doc, 1).markdown
+            assert am.convert_page(doc, 1, structure.hidden_on(1)).markdown == page  # found here or by the pass
     found = {line: passage.how for passage in structure.hidden for line in passage.text.splitlines()}
     assert set(found) == set(HIDDEN_FORMS)  # lines hidden one after another are one passage
     assert all(how in found[line].split(", ") for line, how in HIDDEN_FORMS.items())
