@@ -1083,12 +1083,12 @@ _MIN_VISIBLE_PT = 2.0  # type below this is unreadable; a figure's page thumbnai
 _ALIKE = 0.06  # colours within this share of full on every channel read as one (near-white on a white page)
 _MIN_HIDDEN_CHARS = 3  # letters and digits: fewer is a stray glyph, not a message
 _WHITE = (1.0, 1.0, 1.0)
+_NEAR_WHITE = 0xF0F0F0  # a span colour with all these bits set has every channel within ``_ALIKE`` of white
 _Colour = tuple[float, ...]
 # A cheap screen, in MuPDF's HTML of a text page, for a span that may be hidden: type under ``_MIN_VISIBLE_PT``
 # (printed to a tenth), a colour within ``_ALIKE`` of white (every channel 0xF0 or more), or no colour at all
 # (alpha 0).  Reading every span's style costs three times as much, and only a page that passes needs it.
-_MAYBE_HIDDEN = re.compile(r'font-size:(?:[01]\.[0-9]|2\.0)pt|color:#f[0-9a-f]f[0-9a-f]f[0-9a-f]|'
-                           r'<span style="(?![^"]*color)')
+_MAYBE_HIDDEN = re.compile(r'font-size:(?:(?:[01]\.[0-9]|2\.0)pt|[0-9.]+pt")|color:#f[0-9a-f]f[0-9a-f]f[0-9a-f]')
 
 
 def _alike(one: _Colour, other: _Colour) -> bool:
@@ -1114,22 +1114,18 @@ def _span_hiding(span: dict[str, Any]) -> str:
     """How a span of the raw text layer (``get_text("dict")``) is hidden by its own drawing, or "":
     "invisible" (render mode 3 or 7, or fully transparent: ``alpha`` 0), "white" or "near-white" (within
     ``_ALIKE``), or "small" (type under ``_MIN_VISIBLE_PT``)."""
-    colour = _srgb(span["color"])
     if span["alpha"] == 0:
         return "invisible"
-    if _alike(colour, _WHITE):
-        return "white" if colour == _WHITE else "near-white"
+    if span["color"] & _NEAR_WHITE == _NEAR_WHITE:  # bits, not shares: it runs for every span of a page
+        return "white" if span["color"] == 0xFFFFFF else "near-white"
     return "small" if span["size"] < _MIN_VISIBLE_PT else ""
 
 
-def _beneath(page: "pymupdf.Page") -> list[tuple["pymupdf.Rect", _Colour | None]]:
+def _beneath(page: "pymupdf.Page") -> list[tuple[Sequence[float], _Colour | None]]:
     """What a page draws that text may stand on: each path's box with its fill (else line) colour, and each
     image's and shading's box with None.  Read only for a page with a span that its colour or size hides."""
-    import pymupdf
-
-    paths = [(path["rect"], tuple(path.get("fill") or path.get("color") or _WHITE)) for path in page.get_drawings()]
-    return paths + [(pymupdf.Rect(box), None) for kind, box in page.get_bboxlog() if kind in ("fill-image",
-                                                                                               "fill-shade")]
+    paths = [(path["rect"], tuple(path.get("fill") or path.get("color") or _WHITE)) for path in page.get_cdrawings()]
+    return paths + [(box, None) for kind, box in page.get_bboxlog() if kind in ("fill-image", "fill-shade")]
 
 
 def _hidden_spans(page: "pymupdf.Page", layer: Sequence[dict[str, Any]]) -> tuple[list[Hidden], set[int]]:
@@ -1143,8 +1139,8 @@ def _hidden_spans(page: "pymupdf.Page", layer: Sequence[dict[str, Any]]) -> tupl
         beneath = _beneath(page)
         for span in [span for line in lines for span in line["spans"] if hiding.get(id(span)) in _SHOWN_BY]:
             box, colour, shown = span["bbox"], _srgb(span["color"]), _SHOWN_BY[hiding[id(span)]]
-            middle = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
-            if any(rect.contains(middle) and shown(colour, under) for rect, under in beneath):
+            x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+            if any(r[0] <= x <= r[2] and r[1] <= y <= r[3] and shown(colour, under) for r, under in beneath):
                 del hiding[id(span)]
     passages, kept = [], set()
     drawn = [(n, span) for n, line in enumerate(lines) for span in line["spans"] if span["text"].strip()]
@@ -1302,11 +1298,15 @@ def _split_number(heading: str) -> tuple[str, str]:
     return number.upper() if number[0].isalpha() else number, title
 
 
+# Words no heading holds: a sentence's, or an author's footnote ("D Also at State Key Laboratory ...").
+_NOT_HEADING = re.compile(r"\b(?:et al|we|our|is|are|was|were)\b|^\S{0,3}\s*(?:also|now) at\b|\b(?:permanent|present) "
+                          r"address\b|\bon leave from\b|\bdeceased\b", re.I)
+
+
 def _looks_like_heading(text: str) -> bool:
-    """Short, not a sentence: what a real section heading looks like."""
+    """Short, not a sentence, not a footnote: what a real section heading looks like."""
     return (0 < len(text) <= _MAX_HEADING_CHARS and len(text.split()) <= _MAX_HEADING_WORDS
-            and not text.endswith((",", ";", "."))
-            and not re.search(r"\b(et al|we|our|is|are|was|were)\b", text, re.I))
+            and not text.endswith((",", ";", ".")) and not _NOT_HEADING.search(text))
 
 
 def _to_roman(value: int) -> str:
@@ -1858,23 +1858,55 @@ class Overview:
 
 
 _SENTENCE_WINDOW = 3_000  # characters at the start of a section that hold its first sentence
+_SENTENCE_CHARS = 150  # a row's sentence is cut at a word boundary past this
 _NOT_SENTENCES = ("*[", "$$", "*Equation")  # a figure's line, an equation's: a section's first sentence is prose
+# A sentence: twenty characters or more up to a stop that no abbreviation or initial ("e.g.", "Fig.", "J.") ends.
+_SENTENCE = re.compile(r"\S.{19,}?(?<!e\.g)(?<!i\.e)(?<!et al)(?<!\bFig)(?<!\bEq)(?<!\bvs)(?<!\bcf)(?<!\b[A-Z])"
+                       r"[.!?](?=\s|$)")
+_BARE_NUMBER = re.compile(r"\s*(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.?\s*")  # a heading's number on a line of its own
+# An opening that only announces its section ("In this section, we …", "We now turn to …"): the sentence after
+# it says what the section is about, unless the announcement names ``_NAMED_CONTENT`` words of content itself.
+_ANNOUNCING = re.compile(r"(?:(?:in|throughout) this (?:section|chapter|appendix|part)|this (?:section|chapter|appendix|"
+                         r"part)\b|(?:in the following|here|next|below|now|first),? (?:section,? )?we (?:will |shall |"
+                         r"briefly )?(?:describe|present|introduce|discuss|give|provide|review|summari[sz]e|turn|detail|"
+                         r"outline|explain|report|show|analy[sz]e|evaluate|consider|study|focus)|we now\b|the (?:rest|"
+                         r"remainder) of this)", re.I)
+_ANNOUNCING_WORDS = frozenset("section sections chapter appendix this that these those will shall briefly first then "
+                              "following here next below describe describes present presents introduce introduces "
+                              "discuss discusses give gives provide provides review reviews summarize summarise turn "
+                              "detail details outline explain report show analyze analyse evaluate consider study "
+                              "focus with which what from into some their there about more also".split())
+_NAMED_CONTENT = 5
 
 
-def _first_sentence(text: str, label: str, limit: int = 110) -> str:
-    """The first sentence of a section's text, after its heading line and any
-    further lines of the heading (``label``), shortened to ``limit``."""
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + "…"
+
+
+def _announces(sentence: str) -> bool:
+    """Whether ``sentence`` only announces its section (``_ANNOUNCING``, naming little of what is in it)."""
+    if not (m := _ANNOUNCING.match(sentence)):
+        return False
+    words = re.findall(r"[^\W\d_]{4,}", sentence[m.end():].lower())
+    return sum(word not in _ANNOUNCING_WORDS for word in words) < _NAMED_CONTENT
+
+
+def _first_sentence(text: str, labels: Sequence[str]) -> str:
+    """The sentence that says what a section is about: its text's first, after its heading line and any further
+    lines of the heading (``labels[0]``), its subsections' headings (the rest: a section that opens straight
+    into its first subsection takes that one's) and figure and equation lines, past an opening that only
+    announces the section (``_announces``); shortened to ``_SENTENCE_CHARS``."""
     lines = text[:_SENTENCE_WINDOW].replace("-\n", "").splitlines()[1:]
-    while lines and (not lines[0].strip() or _match_key(lines[0]) in _match_key(label)):
+    while lines and (not lines[0].strip() or _match_key(lines[0]) in _match_key(labels[0])):
         lines.pop(0)
+    inner = [_match_key(label) for label in labels[1:]]
     plain = " ".join(_strip_markup(line) for line in lines if line.strip() and not line.lstrip().startswith(
-        ("#", *_NOT_PROSE, *_NOT_SENTENCES)) and not _CAPTION_LABEL.match(line.lstrip("*_ ")))
-    plain = re.sub(r"\s+([,.;:])", r"\1", plain)
-    m = re.match(r"(.{20,}?[.!?])(\s|$)", plain)
-    sentence = m[1] if m and len(m[1]) <= limit else plain
-    if len(sentence) > limit:
-        sentence = sentence[:limit].rsplit(" ", 1)[0] + "…"
-    return sentence
+        ("#", *_NOT_PROSE, *_NOT_SENTENCES)) and not _CAPTION_LABEL.match(line.lstrip("*_ "))
+        and not (len(key := _match_key(line)) >= _MIN_PREFIX_KEY and any(key in label for label in inner))
+        and not _BARE_NUMBER.fullmatch(line))
+    plain = re.sub(r"\s+([,.;:])", r"\1", plain.replace(_HIDDEN_MARK, ""))
+    sentences = _SENTENCE.findall(plain)[:3] or [plain]
+    return _shortened(next((s for s in sentences if not _announces(s)), sentences[0]), _SENTENCE_CHARS)
 
 
 def _section_at(sections: Sequence[Section], offset: int, *, by_page: bool = False) -> Section | None:
@@ -1886,9 +1918,12 @@ def _section_at(sections: Sequence[Section], offset: int, *, by_page: bool = Fal
 def _overview(text: str, sections: Sequence[Section], page_count: int, pages: int,
               estimated: bool = False, source: str = _PDF_SOURCE) -> Overview:
     """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
+    def labels(section: Section) -> list[str]:  # its own, then its subsections'
+        return [section.label] + [s.label for s in sections if section.start < s.start < section.end]
+
     rows = tuple(SectionSummary(section, "", estimated, _references_summary(text[section.start:section.end]))
                  if _name_role(section.title) == REFERENCES else
-                 SectionSummary(section, _first_sentence(text[section.start:section.end], section.label), estimated)
+                 SectionSummary(section, _first_sentence(text[section.start:section.end], labels(section)), estimated)
                  for section in sections)
 
     # Links in the reference list are other works' code, not this paper's.
@@ -3635,11 +3670,37 @@ def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
 ERROR = "**Error:**"  # how every error answer of the tool begins
 _TOKENS_PER_CHAR = 0.25  # the usual rule of thumb for English text
 _OVERVIEW_TARGET = 4_000
-_OVERVIEW_LIMIT = 8_000
-# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time: (the authors' affiliations shown,
-# the deepest section level whose first sentence is shown, characters of each caption shown; 0: labels only).
-_OVERVIEW_LADDER = ((True, 9, _CAPTION_START), (False, 9, _CAPTION_START), (False, 1, _CAPTION_START),
-                    (False, 1, _CAPTION_START // 2), (False, 0, 0))
+_OVERVIEW_LIMIT = 4_500  # past it the section list is cut (a warning of hidden text comes on top)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """What the overview shows at one step of its shrinking (``_OVERVIEW_LADDER``)."""
+
+    affiliations: bool = True
+    sentence_depth: int = 9  # the deepest section level whose rows show their first sentence
+    caption_width: int = _CAPTION_START  # characters of each caption; 0: one line of labels
+    appendix_depth: int = 9  # the deepest level of the appendices' rows; deeper ones are counts in their parent's
+    body_depth: int = 9  # the same in the body
+    sentence_width: int = _SENTENCE_CHARS
+    taken_past: int = _OVERVIEW_TARGET  # the size of the overview one step before, past which this step is taken
+
+
+# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time, giving up first what routes least:
+# the top-level sections' first sentences, which say where to read, go last.
+_OVERVIEW_LADDER = {
+    "everything": _Fit(),
+    "no affiliations": _Fit(False),
+    "no subsections' sentences": _Fit(False, 1),
+    "shorter captions": _Fit(False, 1, _CAPTION_START // 2),
+    "captions as labels": _Fit(False, 1, 0),
+    "appendices folded": _Fit(False, 1, 0, 1),
+    "deep subsections folded": _Fit(False, 1, 0, 1, 2),
+    "subsections folded": _Fit(False, 1, 0, 1, 1),
+    "shorter sentences": _Fit(False, 1, 0, 1, 1, _SENTENCE_CHARS * 3 // 5),
+    "short sentences": _Fit(False, 1, 0, 1, 1, _SENTENCE_CHARS * 2 // 5),
+    "no sentences": _Fit(False, 0, 0, 1, 1, taken_past=_OVERVIEW_LIMIT),
+}
 _CUT_WITHIN = 0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
 _ECHOED = 80  # characters of the caller's input that an error message repeats
 _MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
@@ -3788,13 +3849,10 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
                     captions: Sequence[Caption] = (), hidden: Sequence[Hidden] = ()) -> str:
     """The paper's overview: metadata, abstract, the list of its sections and its figures and tables.
 
-    Each section shows its number, title, size and first sentence; each figure
-    and table its page and the start of its caption.  To keep the overview near
-    4,000 characters, and never above 8,000, it shrinks in this order: the
-    authors' affiliations go, then the subsections' first sentences, the
-    captions shorten, all first sentences go, the captions become one line of
-    labels, and last the list is cut.  A row's note (a reference list's entries)
-    stays until the cut.
+    Each section shows its number, title, size and the sentence that says what it is about; each figure and
+    table its page and the start of its caption.  To keep the overview near ``_OVERVIEW_TARGET`` characters it
+    shrinks in the order of ``_OVERVIEW_LADDER``; past ``_OVERVIEW_LIMIT`` the list is cut.  A row's note (a
+    reference list's entries) stays until the cut.
     """
     warning = hidden_warning(hidden, [row.section for row in overview.sections] if overview else ())
     if overview is None:
@@ -3815,27 +3873,58 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
     if not overview.sections:
         how = 'No section headings were found in this paper; read the text with `section="full"`.'
 
-    def listing(sentences_to_level: int) -> str:
-        rows = []
-        for row in overview.sections:
-            section = row.section
-            line = f"{'  ' * (section.level - 1)}- **{section.label}** ({_size(section.chars, row.estimated)})"
-            if row.note or section.level <= sentences_to_level and row.sentence:
-                line += f": {row.note or row.sentence}"
-            rows.append(line)
-        return "\n".join(rows)
-
-    for affiliations, depth, width in _OVERVIEW_LADDER:
-        head = format_metadata(paper, extra, affiliations=affiliations, warning=warning)
-        result = f"{head}\n\n## Sections\n{summary}\n\n{listing(depth)}\n\n{how}"
-        if captions:
-            result += f"\n\n## Figures and tables\n{_caption_rows(captions, width)}\n\n{_SEE_VISUALS}"
-        if len(result) <= _OVERVIEW_TARGET:
+    result = ""
+    for fit in _OVERVIEW_LADDER.values():
+        if result and len(result) <= fit.taken_past:
             break
-    if len(result) > _OVERVIEW_LIMIT:
+        head = format_metadata(paper, extra, affiliations=fit.affiliations, warning=warning)
+        result = f"{head}\n\n## Sections\n{summary}\n\n{_section_rows(overview.sections, fit)}\n\n{how}"
+        if captions:
+            result += f"\n\n## Figures and tables\n{_caption_rows(captions, fit.caption_width)}\n\n{_SEE_VISUALS}"
+    if len(result) > _OVERVIEW_LIMIT + len(warning):
         note = f"\n\n[Section list shortened to fit the overview; {how}]"
-        result = truncate(result, _OVERVIEW_LIMIT - len(note))[0] + note
+        result = truncate(result, _OVERVIEW_LIMIT + len(warning) - len(note))[0] + note
     return result
+
+
+def _appendix_start(rows: Sequence[SectionSummary]) -> int:
+    """The index of the first row of the appendices: a top-level section after the reference list, named an
+    appendix or lettered ("C Full experimental details"); ``len(rows)`` when there are none."""
+    after_references = False
+    for index, row in enumerate(rows):
+        section = row.section
+        if section.level == 1 and (after_references or _APPENDIX.match(section.title)
+                                   or re.fullmatch(r"[A-H]", section.number)):
+            return index
+        after_references = after_references or _name_role(section.title) == REFERENCES
+    return len(rows)
+
+
+def _section_rows(rows: Sequence[SectionSummary], fit: _Fit) -> str:
+    """The overview's section list at one step of its shrinking: a row per section with its sentence down to
+    ``fit.sentence_depth``, the rows past the appendices' or the body's depth folded into their parent's as
+    counts, with the call that reads them."""
+    shown: list[tuple[SectionSummary, Counter[str]]] = []
+    back = _appendix_start(rows)
+    for index, row in enumerate(rows):
+        if shown and row.section.level > (fit.appendix_depth if index >= back else fit.body_depth):
+            parent, folded = shown[-1]
+            folded["below" if row.section.level > parent.section.level + 1 else "in"] += 1
+        else:
+            shown.append((row, Counter()))
+    lines = []
+    for row, folded in shown:
+        section = row.section
+        size = _size(section.chars, row.estimated)
+        if folded:
+            count = f"{folded['in']} subsections, {folded['below']} more below them" if folded["in"] and \
+                folded["below"] else f"{folded.total()} subsection{'s' if folded.total() > 1 else ''}"
+            size += f'; {count}: section="{section.number or section.title}"'
+        line = f"{'  ' * (section.level - 1)}- **{section.label}** ({size})"
+        if row.note or section.level <= fit.sentence_depth and row.sentence:
+            line += f": {row.note or _shortened(row.sentence, fit.sentence_width)}"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _truncation_note(shown: int, total: int, source: str, text: PaperText | None = None,
@@ -4034,7 +4123,7 @@ def _caption_rows(captions: Sequence[Caption], width: int) -> str:
     rows = []
     for caption in captions:
         text = _CAPTION_LABEL.sub("", caption.text, count=1).strip()
-        text = text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + "…"
+        text = _shortened(text, width)
         rows.append(f"- **{caption.kind} {caption.number}**{page(caption)}: {text}")
     return "\n".join(rows)
 

@@ -6,6 +6,7 @@
     uv run bench_arxiv_mcp.py --session # search and read 3 results at arXiv's pace, then again after a restart
     uv run bench_arxiv_mcp.py --session --throttled  # the same while every API request gets "Rate exceeded."
     uv run bench_arxiv_mcp.py --hidden  # what finding hidden text costs: each stage with and without the check
+    uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by: sizes, rows that show a sentence
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -531,6 +532,65 @@ def report_hidden(pdfs: dict[str, bytes], runs: int) -> None:
         print(f"| {name} | {checked:.1f} ms | {unchecked:.1f} ms | {statistics.median(a / b for a, b in pairs):.3f} |")
 
 
+Routing = tuple[am.Paper, am.Overview, tuple[am.Caption, ...], tuple[am.Passage, ...]]
+
+
+def routing_overviews(pdfs: dict[str, bytes]) -> dict[str, Routing]:
+    """The first overview of every corpus PDF (from the structure pass; from the converted text without an outline)
+    and every page of ../shared/html, with the paper's own title, authors (from HTML) and abstract, its captions
+    and the passages ``find`` searches."""
+    found = {}
+    for arxiv_id, data in pdfs.items():
+        with am._opened(data) as doc:
+            structure = am.read_structure(doc)
+        overview = structure.skim or am.overview_of(am.PaperText.from_pdf(am.pdf_to_markdown(data)))
+        paper = dataclasses.replace(am.own_paper(arxiv_id, structure.front, ""), provenance="")
+        found[arxiv_id] = (paper, overview, structure.captions, structure.passages)
+    for path in sorted(HTML_DIR.glob("*.html")):
+        html = am.parse_html(path.read_bytes())
+        overview = am._overview(html.text.markdown, html.text.sections, 0, 0, source=am._HTML_SOURCE)
+        found[f"{path.stem} (HTML)"] = (dataclasses.replace(am.own_paper(path.stem, html.front, ""), provenance=""),
+                                        overview, html.captions, html.passages)
+    return found
+
+
+def routing_rows(overview: am.Overview) -> list[am.SectionSummary]:
+    """The rows an agent routes by: top-level sections of 200 characters or more, reference lists aside."""
+    return [row for row in overview.sections if row.section.level == 1 and row.section.chars >= 200
+            and am._name_role(row.section.title) != am.REFERENCES]
+
+
+def report_overviews(pdfs: dict[str, bytes]) -> None:
+    """The overviews an agent routes by (issue 30): their sizes, how many routing rows (``routing_rows``) show a
+    sentence, on the PDF path and the HTML path, how many shown sentences only announce their section, and what
+    an agent reads before the evidence: the overview, `find` "results", then the section of its first passage
+    (its size as the overview gives it, within ARXIV_MAX_CHARS)."""
+    sizes, shown, rows, announcing, sentences, before_evidence = [], Counter(), Counter(), 0, 0, []
+    for name, (paper, overview, captions, passages) in routing_overviews(pdfs).items():
+        text = am.format_overview(paper, overview, None, captions)
+        sizes.append(len(text))
+        found = am.format_find(paper, passages, "results", overview)
+        first = re.search(r"^1\. \*\*(.+?)\*\*", found, re.M)
+        section = next((row.section.chars for row in overview.sections if first and row.section.label == first[1]), 0)
+        before_evidence.append(len(text) + len(found) + min(section, am.SETTINGS.max_chars))
+        path = "HTML" if name.endswith("(HTML)") else "PDF"
+        for row in routing_rows(overview):
+            rows[path] += 1
+            if line := next((line for line in text.splitlines() if line.startswith(f"- **{row.section.label}** (")),
+                            ""):
+                shown[path] += "): " in line
+                sentences += "): " in line
+                announcing += "): " in line and am._announces(row.sentence)
+        print(f"{name}: {len(text):,} chars, {len(overview.sections)} sections", file=sys.stderr)
+    print("| overviews | PDF | HTML |\n|---|---|---|")
+    print(f"| routing rows that show a sentence | {shown['PDF']} of {rows['PDF']} | {shown['HTML']} of {rows['HTML']} |")
+    print(f"| sizes: median, largest (budget: ≤ 4,000, never > 4,500) | {statistics.median(sizes):,.0f}, "
+          f"{max(sizes):,} chars over all {len(sizes)} | |")
+    print(f"| shown sentences that only announce their section | {announcing} of {sentences} | |")
+    print(f"| characters read before the evidence (overview, `find`, one section), median | "
+          f"{statistics.median(before_evidence):,.0f} | |")
+
+
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
@@ -612,6 +672,8 @@ def main() -> None:
     parser.add_argument("--hidden", action="store_true",
                         help="only what finding hidden text costs: the structure pass, parse_html and conversion, "
                              "each with the check and without it (issue 29)")
+    parser.add_argument("--overviews", action="store_true",
+                        help="only the overviews an agent routes by: sizes, rows with a sentence (issue 30)")
     parser.add_argument("--throttled", action="store_true",
                         help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
     args = parser.parse_args()
@@ -633,6 +695,9 @@ def main() -> None:
         return
     if args.hidden:
         report_hidden(pdfs, args.runs)
+        return
+    if args.overviews:
+        report_overviews(pdfs)
         return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"
