@@ -1902,10 +1902,10 @@ def _first_sentence(text: str, labels: Sequence[str]) -> str:
     inner = [_match_key(label) for label in labels[1:]]
     plain = " ".join(_strip_markup(line) for line in lines if line.strip() and not line.lstrip().startswith(
         ("#", *_NOT_PROSE, *_NOT_SENTENCES)) and not _CAPTION_LABEL.match(line.lstrip("*_ "))
-        and not (len(key := _match_key(line)) >= _MIN_PREFIX_KEY and any(key in label for label in inner))
+        and not (inner and len(key := _match_key(line)) >= _MIN_PREFIX_KEY and any(key in label for label in inner))
         and not _BARE_NUMBER.fullmatch(line))
     plain = re.sub(r"\s+([,.;:])", r"\1", plain.replace(_HIDDEN_MARK, ""))
-    sentences = _SENTENCE.findall(plain)[:3] or [plain]
+    sentences = [m[0] for m in itertools.islice(_SENTENCE.finditer(plain), 3)] or [plain]
     return _shortened(next((s for s in sentences if not _announces(s)), sentences[0]), _SENTENCE_CHARS)
 
 
@@ -3220,10 +3220,8 @@ def parse_html(page: str | bytes, arxiv_id: str | None = None) -> HtmlPaper:
         markdown.append(block)
         offset += len(block) + 2
     text = "\n\n".join(markdown) + "\n"
-    marks = [m.start() for m in re.finditer(re.escape(_HIDDEN_MARK), text)]
-    hidden = tuple(dataclasses.replace(passage, offset=offset)
-                   for passage, offset in itertools.zip_longest(writer.hidden.values(), marks[:len(writer.hidden)],
-                                                                fillvalue=0))
+    marks = itertools.chain((m.start() for m in re.finditer(re.escape(_HIDDEN_MARK), text)), itertools.repeat(0))
+    hidden = tuple(dataclasses.replace(passage, offset=next(marks)) for passage in writer.hidden.values())
     return HtmlPaper(PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0, source=_HTML_SOURCE),
                      tuple(passages), tuple(writer.captions), writer.equations,
                      _html_front(parser.article, page, arxiv_id), hidden)
