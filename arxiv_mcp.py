@@ -1866,11 +1866,12 @@ _SENTENCE = re.compile(r"\S.{19,}?(?<!e\.g)(?<!i\.e)(?<!et al)(?<!\bFig)(?<!\bEq
 _BARE_NUMBER = re.compile(r"\s*(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.?\s*")  # a heading's number on a line of its own
 # An opening that only announces its section ("In this section, we …", "We now turn to …"): the sentence after
 # it says what the section is about, unless the announcement names ``_NAMED_CONTENT`` words of content itself.
-_ANNOUNCING = re.compile(r"(?:(?:in|throughout) this (?:section|chapter|appendix|part)|this (?:section|chapter|appendix|"
-                         r"part)\b|(?:in the following|here|next|below|now|first),? (?:section,? )?we (?:will |shall |"
-                         r"briefly )?(?:describe|present|introduce|discuss|give|provide|review|summari[sz]e|turn|detail|"
-                         r"outline|explain|report|show|analy[sz]e|evaluate|consider|study|focus)|we now\b|the (?:rest|"
-                         r"remainder) of this)", re.I)
+_ANNOUNCING = re.compile(r"(?:(?:in|throughout) this (?:section|chapter|appendix|part)|"
+                         r"this (?:section|chapter|appendix|part)\b|"
+                         r"(?:in the following|here|next|below|now|first),? (?:section,? )?we "
+                         r"(?:will |shall |briefly )?(?:describe|present|introduce|discuss|give|provide|review|summari[sz]e|turn|detail|outline|"
+                         r"explain|report|show|analy[sz]e|evaluate|consider|study|focus)|"
+                         r"we now\b|the (?:rest|remainder) of this)", re.I)
 _ANNOUNCING_WORDS = frozenset("section sections chapter appendix this that these those will shall briefly first then "
                               "following here next below describe describes present presents introduce introduces "
                               "discuss discusses give gives provide provides review reviews summarize summarise turn "

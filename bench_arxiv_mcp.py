@@ -583,7 +583,8 @@ def report_overviews(pdfs: dict[str, bytes]) -> None:
                 announcing += "): " in line and am._announces(row.sentence)
         print(f"{name}: {len(text):,} chars, {len(overview.sections)} sections", file=sys.stderr)
     print("| overviews | PDF | HTML |\n|---|---|---|")
-    print(f"| routing rows that show a sentence | {shown['PDF']} of {rows['PDF']} | {shown['HTML']} of {rows['HTML']} |")
+    print(f"| routing rows that show a sentence | {shown['PDF']} of {rows['PDF']} "
+          f"| {shown['HTML']} of {rows['HTML']} |")
     print(f"| sizes: median, largest (budget: ≤ 4,000, never > 4,500) | {statistics.median(sizes):,.0f}, "
           f"{max(sizes):,} chars over all {len(sizes)} | |")
     print(f"| shown sentences that only announce their section | {announcing} of {sentences} | |")
