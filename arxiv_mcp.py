@@ -1869,8 +1869,9 @@ _BARE_NUMBER = re.compile(r"\s*(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.?\s*")  # a headin
 _ANNOUNCING = re.compile(r"(?:(?:in|throughout) this (?:section|chapter|appendix|part)|"
                          r"this (?:section|chapter|appendix|part)\b|"
                          r"(?:in the following|here|next|below|now|first),? (?:section,? )?we "
-                         r"(?:will |shall |briefly )?(?:describe|present|introduce|discuss|give|provide|review|summari[sz]e|turn|detail|outline|"
-                         r"explain|report|show|analy[sz]e|evaluate|consider|study|focus)|"
+                         r"(?:will |shall |briefly )?(?:describe|present|introduce|discuss|give|provide|review|"
+                         r"summari[sz]e|turn|detail|outline|explain|report|show|analy[sz]e|evaluate|consider|"
+                         r"study|focus)|"
                          r"we now\b|the (?:rest|remainder) of this)", re.I)
 _ANNOUNCING_WORDS = frozenset("section sections chapter appendix this that these those will shall briefly first then "
                               "following here next below describe describes present presents introduce introduces "
