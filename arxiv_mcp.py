@@ -1091,6 +1091,11 @@ _Colour = tuple[float, ...]
 _MAYBE_HIDDEN = re.compile(r'font-size:(?:(?:[01]\.[0-9]|2\.0)pt|[0-9.]+pt")|color:#f[0-9a-f]f[0-9a-f]f[0-9a-f]')
 
 
+def _is_message(text: str) -> bool:
+    """Whether hidden ``text`` holds ``_MIN_HIDDEN_CHARS`` letters and digits: less is a stray glyph, left as it is."""
+    return sum(ch.isalnum() for ch in text) >= _MIN_HIDDEN_CHARS
+
+
 def _alike(one: _Colour, other: _Colour) -> bool:
     return all(abs(a - b) <= _ALIKE for a, b in zip(one, other))
 
@@ -1149,7 +1154,7 @@ def _hidden_spans(page: "pymupdf.Page", layer: Sequence[dict[str, Any]]) -> tupl
             continue
         text = _spelt("\n".join(" ".join("".join(s["text"] for n, s in run if n == line).split())
                                 for line in dict.fromkeys(n for n, _ in run))).replace(_UNKNOWN_GLYPH, "")
-        if sum(ch.isalnum() for ch in text) >= _MIN_HIDDEN_CHARS:
+        if _is_message(text):
             hows = dict.fromkeys(f"{min(s['size'] for _, s in run):.1f} pt type" if hiding[id(s)] == "small"
                                  else hiding[id(s)] for _, s in run)
             passages.append(Hidden(text, ", ".join(hows), page.number + 1))
@@ -2410,7 +2415,7 @@ def _without_hidden(markdown: str, hidden: Sequence[Hidden]) -> str:
         found = pattern(passage.text).search(markdown)
         spans = [found.span()] if found else []
         for line in [] if found else passage.text.splitlines():
-            if sum(ch.isalnum() for ch in line) >= _MIN_HIDDEN_CHARS and (
+            if _is_message(line) and (
                     m := pattern(line).search(markdown, spans[-1][1] if spans else 0)):
                 spans.append(m.span())
         for start, end in reversed(spans[1:]):
@@ -2754,7 +2759,7 @@ class _Node:
     children: list["_Node | str"] = dataclasses.field(default_factory=list)
     hidden: str = ""  # how its style hides it (``_style_hiding``); "" below an element that is hidden
     backdrop: bool = False  # it or an element around it has a background that is not white
-    within_hidden: bool = False
+    within_hidden: bool = False  # below a hidden element, whose mark stands for all of it: never marked itself
 
     def has(self, *names: str) -> bool:
         return any(name in self.classes for name in names)
@@ -3139,7 +3144,7 @@ class _LatexmlWriter:
         """What stands for a hidden element: ``_HIDDEN_MARK``, its text kept as a Hidden passage (once); the
         text itself when it has fewer than ``_MIN_HIDDEN_CHARS`` letters and digits (a stray glyph)."""
         text = " ".join(self.inline(node).split())
-        if sum(ch.isalnum() for ch in text) < _MIN_HIDDEN_CHARS:
+        if not _is_message(text):
             return text
         self.hidden.setdefault(id(node), Hidden(text, node.hidden))
         return _HIDDEN_MARK
@@ -5249,8 +5254,8 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
         return Answer(format_overview(reading.paper, reading.overview, reading.text_error, reading.captions,
                                       reading.hidden))
     if request.mode is Mode.HIDDEN:
-        sections = reading.overview.sections if reading.overview else ()
-        return Answer(format_hidden(reading.paper, reading.hidden, [row.section for row in sections]))
+        rows = reading.overview.sections if reading.overview else ()
+        return Answer(format_hidden(reading.paper, reading.hidden, [row.section for row in rows]))
     sections = request.sections
     if request.mode is Mode.FULL or reading.text_error is not None or sections and reading.text is None:
         return Answer(format_full(reading.paper, reading.text, reading.text_error, library.settings.max_chars,
