@@ -476,6 +476,14 @@ def test_a_throttle_is_never_parsed_and_cools_the_service_down(env, monkeypatch,
     assert env.clock.sleeps == [am._FIRST_COOL_DOWN] and len(env.requests) == 2
 
 
+def test_a_throttle_on_every_attempt_raises_throttled(env, monkeypatch):
+    monkeypatch.setattr(env.library.limiter, "interval", 0)
+    env.script["api/query"] = [http_error(API_URL, 429, headers={"Retry-After": "1"}) for _ in range(4)]
+    with pytest.raises(am.Throttled, match="limiting requests"):
+        am.fetch_metadata("1111.2011v2")
+    assert len(env.requests) == env.settings.retries + 1 and env.clock.sleeps == [1.0] * env.settings.retries
+
+
 def test_429_honours_retry_after(env):
     env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": "7"})]
     am.fetch_metadata("1111.2011v2")
@@ -3007,6 +3015,33 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     assert runs[0][1].endswith("pymupdf True") and runs[1][1].endswith("pymupdf False")
 
 
+def test_a_disk_cache_of_0_mb_is_off():
+    assert am.DiskCache.open(am.Settings.from_env({"ARXIV_DISK_CACHE_MB": "0"})) is None
+    assert am.DiskCache.open(am.Settings(disk_cache_mb=0.5)).max_bytes == 500_000
+
+
+def test_a_no_html_answer_is_kept_for_a_day_and_a_passing_failure_not_at_all(env, tmp_path):
+    now = [1e9]
+    cache = am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0])
+
+    def restart() -> am.PaperLibrary:
+        library = library_with_cache(env, tmp_path)
+        library.cache = cache
+        return library
+
+    env.script["/html/"] = [http_error("u", 502) for _ in range(env.settings.retries + 1)]
+    am.read_paper("1111.2011v2", library=restart())  # arXiv's HTML fails for now
+    assert cache.get("nohtml", "1111.2011v2") is None, "a 5xx is no answer about the paper"
+    am.read_paper("1111.2011v2", library=restart())  # arXiv says "No HTML"
+    assert paths(env).count("/html/1111.2011v2") == env.settings.retries + 2
+    asked = len(env.urls)
+    am.read_paper("1111.2011v2", library=restart())
+    assert len(env.urls) == asked, "within the day: neither the HTML nor anything else is asked"
+    now[0] += am._CACHED_TTL + 1
+    am.read_paper("1111.2011v2", library=restart())
+    assert paths(env)[asked:] == ["/html/1111.2011v2", "/api/query"], "a day later, both are asked again"
+
+
 def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -3446,6 +3481,9 @@ def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_thrott
     assert paths(env) == ["/api/query", "/html/2508.08468"]  # no PDF, and the API asked once
     # Metadata made from the paper is never kept as the API's, nor an unversioned page.
     assert not list(tmp_path.rglob("*meta*")) and env.library.cache.get("meta", "2508.08468") is None
+    # Nor is a download of an id without a version: a later version would be answered with this one's text.
+    assert all("2508.08468v6" in path.name for path in tmp_path.rglob("*") if path.is_file()), \
+        list(tmp_path.rglob("*"))
 
 
 def test_a_slow_api_keeps_the_paper_waiting_at_most_a_few_seconds(env, monkeypatch):
@@ -3743,6 +3781,7 @@ def test_affiliation_footnotes_are_no_headings():
     assert am._looks_like_heading("D Additional material")
 
 
+@pytest.mark.timeout(240)  # the whole corpus, converted
 def test_every_overview_of_the_corpus_and_the_shared_pages_routes_within_budget(monkeypatch, convert_once):
     monkeypatch.setattr(am, "pdf_to_markdown", convert_once)  # the papers without an outline: converted once
     pdfs = {path.stem.replace("_", "/"): path.read_bytes() for path in sorted((CORPUS / "pdf").glob("*.pdf"))}
