@@ -332,6 +332,18 @@ def _service(url: str) -> str:
     return f"{parts.hostname or ''}/{parts.path.lstrip('/').split('/', 1)[0]}"
 
 
+@dataclass
+class _Turns:
+    """When requests may start again: per host (its interval), per service (its cool-down).  Each is
+    ``(until, length)``: a ``clock()`` time, and the wait's length in seconds (a cool-down's doubles)."""
+
+    starts: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    cooling: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+
+_EARLIER_REQUEST = "Timed out waiting for an earlier arXiv request to finish; try again."
+
+
 class RateLimiter:
     """At least ``interval`` seconds between the starts of requests to one host,
     and one request at a time per host; shared by every thread of the process.
@@ -347,8 +359,7 @@ class RateLimiter:
         self.sleep = sleep
         self._guard = threading.Lock()
         self._host_locks: dict[str, threading.Lock] = {}
-        self._next_start: dict[str, float] = {}
-        self._cooling: dict[str, tuple[float, float]] = {}  # service → (when its cool-down ends, its length)
+        self._turns = _Turns()
 
     @contextlib.contextmanager
     def slot(self, host: str, deadline: float | None = None, *, service: str = "",
@@ -358,33 +369,48 @@ class RateLimiter:
         ``deadline`` (a ``clock()`` time), ArxivError when the turn would come after ``deadline``.
         """
         self._check_cooling(service, deadline, patience)  # before queueing behind the host's other requests
-        with self._guard:
-            lock = self._host_locks.setdefault(host, threading.Lock())
-        timeout = -1 if deadline is None else max(0.0, deadline - self.clock())
-        if not lock.acquire(timeout=timeout):
-            raise ArxivError("Timed out waiting for an earlier arXiv request to finish; try again.", transient=True)
-        try:
-            cooling = self._check_cooling(service, deadline, patience)  # a request ahead may have been throttled
-            with self._guard:
-                wait = max(self._next_start.get(host, -math.inf) - self.clock(), cooling)
-            if wait > 0:
+        with self._connection(host, deadline):
+            while True:  # a request ahead may have been throttled: the cool-down is read again at the turn
+                with self._state() as turns:
+                    cooling = self._check_cooling(service, deadline, patience, turns)
+                    if (wait := max(turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock(), cooling)) <= 0:
+                        turns.starts[host] = (self.clock() + self.interval, self.interval)
+                        break
                 if deadline is not None and self.clock() + wait > deadline:
                     raise ArxivError("arXiv's rate limit leaves no time before the deadline; try again shortly.",
                                      transient=True)
                 self.sleep(wait)
-            with self._guard:
-                self._next_start[host] = self.clock() + self.interval
+            yield
+
+    @contextlib.contextmanager
+    def _connection(self, host: str, deadline: float | None) -> Iterator[None]:
+        """Hold the host's one connection of this process; ArxivError when it is not free by ``deadline``."""
+        with self._guard:
+            lock = self._host_locks.setdefault(host, threading.Lock())
+        if not lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - self.clock())):
+            raise ArxivError(_EARLIER_REQUEST, transient=True)
+        try:
             yield
         finally:
             lock.release()
 
-    def cooling(self, service: str) -> float:
-        """Seconds until ``service``'s cool-down ends; 0 when it is not cooling down."""
+    @contextlib.contextmanager
+    def _state(self) -> Iterator[_Turns]:
+        """The turns, to read and change while this is held: this process's own (``SharedLimiter`` shares them)."""
         with self._guard:
-            return max(0.0, self._cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
+            yield self._turns
 
-    def _check_cooling(self, service: str, deadline: float | None, patience: float) -> float:
-        left = self.cooling(service)
+    def cooling(self, service: str, turns: _Turns | None = None) -> float:
+        """Seconds until ``service``'s cool-down ends; 0 when it is not cooling down.  ``turns``: the state
+        held by the caller."""
+        if turns is None:
+            with self._state() as turns:
+                return self.cooling(service, turns)
+        return max(0.0, turns.cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
+
+    def _check_cooling(self, service: str, deadline: float | None, patience: float,
+                       turns: _Turns | None = None) -> float:
+        left = self.cooling(service, turns)
         if left > 0 and (left > patience or deadline is not None and self.clock() + left > deadline):
             raise Throttled(left)
         return left
@@ -392,25 +418,136 @@ class RateLimiter:
     def cool_down(self, service: str, retry_after: float | None = None) -> float:
         """``service`` throttled a request: no request to it starts for ``retry_after`` seconds, or for
         twice its last cool-down (from ``_FIRST_COOL_DOWN`` to ``_MAX_COOL_DOWN``).  Returns its length."""
-        with self._guard:
-            last = self._cooling.get(service, (0.0, 0.0))[1]
+        with self._state() as turns:
+            last = turns.cooling.get(service, (0.0, 0.0))[1]
             length = retry_after if retry_after is not None else min(_MAX_COOL_DOWN, 2 * last or _FIRST_COOL_DOWN)
-            self._cooling[service] = (self.clock() + length, length)
+            turns.cooling[service] = (self.clock() + length, length)
         log.info("arXiv throttled %s: no request to it for %.0f s", service, length)
         return length
 
     def defer(self, host: str, seconds: float) -> None:
         """Let no request start to ``host`` for ``seconds`` (a backoff after a network fault)."""
-        with self._guard:
-            self._next_start[host] = max(self._next_start.get(host, -math.inf), self.clock() + seconds)
+        with self._state() as turns:
+            until = max(turns.starts.get(host, (-math.inf, 0.0))[0], self.clock() + seconds)
+            turns.starts[host] = (until, until - self.clock())
 
     def cleared(self, service: str) -> None:
         """``service`` answered: its next throttle's cool-down starts small again."""
-        with self._guard:
-            self._cooling.pop(service, None)
+        with self._state() as turns:
+            turns.cooling.pop(service, None)
 
 
 LIMITER = RateLimiter(SETTINGS.min_interval)
+
+# One client per machine: arXiv's limits "apply to all of the machines under your control as a whole", and each
+# MCP host starts a server of its own.  Servers that share a disk-cache folder share their turns there, under OS
+# file locks that the OS releases when their holder dies: a killed server never leaves the others waiting.
+_LOCK_POLL = 0.02  # seconds between tries of a file lock that another process holds
+_STATE_WAIT = 5.0  # seconds to wait for the turns' file, which a process holds for a read and a write
+_LOCKS = "locks"  # the cache folder's folder of lock files, which its eviction never deletes
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _os_lock(descriptor: int, take: bool) -> None:
+        os.lseek(descriptor, 0, os.SEEK_SET)  # msvcrt locks bytes from the file's position: its first
+        msvcrt.locking(descriptor, msvcrt.LK_NBLCK if take else msvcrt.LK_UNLCK, 1)
+else:
+    import fcntl
+
+    def _os_lock(descriptor: int, take: bool) -> None:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB if take else fcntl.LOCK_UN)
+
+
+def _lock_file(path: str, until: float, clock: Callable[[], float]) -> int | None:
+    """The open descriptor of the file at ``path`` (made if missing) with its OS lock held, trying every
+    ``_LOCK_POLL`` seconds until ``until`` (a ``clock()`` time): None past it.  Raises OSError where the file
+    system has no such lock (some network file systems)."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:
+            with contextlib.suppress(BlockingIOError, PermissionError):  # held (POSIX: EWOULDBLOCK; Windows: EACCES)
+                _os_lock(descriptor, take=True)
+                return descriptor
+            if clock() >= until:
+                break
+            time.sleep(_LOCK_POLL)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    os.close(descriptor)
+    return None
+
+
+def _unlock_file(descriptor: int | None) -> None:
+    """Release a lock that ``_lock_file`` took, and close its file; nothing for None."""
+    if descriptor is not None:
+        try:
+            _os_lock(descriptor, take=False)
+        finally:
+            os.close(descriptor)
+
+
+def _rebased(turns: _Turns, origin: float, base: float) -> _Turns:
+    """``turns`` moved from a clock that reads ``origin`` now to one that reads ``base``: each wait ends at
+    most its length from now, so that a clock that jumped, or another process's, cannot stall this one."""
+    return _Turns(*({key: (base + min(length, until - origin), length) for key, (until, length) in waits.items()}
+                    for waits in (turns.starts, turns.cooling)))
+
+
+class SharedLimiter(RateLimiter):
+    """A RateLimiter whose turns every process using ``folder`` shares (the server's, on its disk-cache
+    folder): each host's one connection is an OS lock held on a file for the request, and the next starts and
+    cool-downs are kept in one small file as wall-clock times (``wall``), since monotonic clocks differ between
+    processes.  Where the folder cannot hold such files, the turns stay this process's, logged once."""
+
+    def __init__(self, interval: float, folder: str, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, wall: Callable[[], float] = time.time):
+        super().__init__(interval, clock, sleep)
+        self.folder, self.wall = os.path.join(folder, _LOCKS), wall
+        self.shared = True
+
+    def _lock(self, name: str, until: float) -> int | None:
+        """The descriptor of this folder's file ``name`` with its lock held, or None when the folder cannot
+        hold such files (from then on, the turns are this process's).  ArxivError when it is held past ``until``."""
+        try:
+            if self.shared:
+                if not os.path.isdir(self.folder):
+                    os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                if (descriptor := _lock_file(os.path.join(self.folder, name), until, self.clock)) is None:
+                    raise ArxivError(_EARLIER_REQUEST, transient=True)
+                return descriptor
+        except OSError as error:
+            self.shared = False
+            log.info("arXiv's rate limit is kept per process: the cache folder cannot hold locks (%s)",
+                     type(error).__name__)
+        return None
+
+    @contextlib.contextmanager
+    def _connection(self, host: str, deadline: float | None) -> Iterator[None]:
+        with super()._connection(host, deadline):
+            descriptor = self._lock(urllib.parse.quote(host, safe=""), math.inf if deadline is None else deadline)
+            try:
+                yield
+            finally:
+                _unlock_file(descriptor)
+
+    @contextlib.contextmanager
+    def _state(self) -> Iterator[_Turns]:
+        with self._guard:
+            descriptor = self._lock("turns.json", self.clock() + _STATE_WAIT)
+            try:
+                kept = os.read(descriptor, 1 << 16) if descriptor is not None else b""
+                with contextlib.suppress(ValueError, TypeError):  # a new or damaged file: this process's turns
+                    self._turns = _rebased(_Turns(**json.loads(kept)), self.wall(), self.clock())
+                yield self._turns
+                if descriptor is not None:  # even unchanged: a wait cut to its length is kept so
+                    written = json.dumps(dataclasses.asdict(_rebased(self._turns, self.clock(), self.wall())))
+                    os.lseek(descriptor, 0, os.SEEK_SET)  # padded over the last, not truncated: 10 times faster
+                    os.write(descriptor, written.encode().ljust(len(kept)))
+            finally:
+                _unlock_file(descriptor)
+
 
 _BACKOFF_BASE = 1.0  # seconds before the first retry after a network fault or a 5xx; doubles each time
 _MIN_TIMEOUT = 0.1  # seconds: a turn that comes right at the deadline still gets a request, not a zero timeout
@@ -4318,11 +4455,30 @@ class DiskCache:
             if self._total > self.max_bytes:
                 self._total = self._evict()
 
+    @contextlib.contextmanager
+    def one_fetch(self, kind: str, key: str, wait: float) -> Iterator[None]:
+        """Be the one process of those sharing the folder that fetches ``kind`` of ``key``: while another
+        fetches it, wait for it to end (at most ``wait`` seconds; at once when it dies), so that the caller,
+        who looks in the cache inside this, finds what it kept.  Keys share 256 lock files: a rare wait for
+        another download to the same host costs little, since a host serves one request at a time anyway."""
+        slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:2]
+        try:
+            os.makedirs(os.path.join(self.folder, _LOCKS), mode=0o700, exist_ok=True)
+            descriptor = _lock_file(os.path.join(self.folder, _LOCKS, f"fetch-{slot}"), time.monotonic() + wait,
+                                    time.monotonic)
+        except OSError:  # no such lock here: each process fetches what it needs
+            descriptor = None
+        try:
+            yield
+        finally:
+            _unlock_file(descriptor)
+
     def _evict(self) -> int:
         """Delete the least recently used files until the cache fits ``max_bytes`` (with the lock held);
-        the bytes left."""
+        the bytes left.  The lock files are never deleted: another process may hold one."""
         files = []
-        for folder, _, names in os.walk(self.folder):
+        for folder, folders, names in os.walk(self.folder):
+            folders[:] = [name for name in folders if name != _LOCKS]
             for name in names:
                 with contextlib.suppress(OSError):  # another server may delete it meanwhile
                     stat = os.stat(os.path.join(folder, name))
@@ -4818,6 +4974,10 @@ class PaperLibrary:
         """The disk cache for a download of ``version``: only a versioned id's, which arXiv never changes."""
         return self.cache if _split_version(version)[1] is not None else None
 
+    def _one_fetch(self, cache: DiskCache | None, kind: str, key: str) -> contextlib.AbstractContextManager:
+        """``cache.one_fetch`` for as long as a call may last; nothing without a cache."""
+        return cache.one_fetch(kind, key, self.settings.deadline) if cache is not None else contextlib.nullcontext()
+
     def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background work."""
         return lambda: waited_for if state.waiting else URGENT_BACKGROUND
@@ -4856,37 +5016,38 @@ class PaperLibrary:
         anything but a LaTeXML article of that version leaves it to the PDF."""
         version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
         cache, text_key = self._cache_for(version), _text_key(version, "html")
-        remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
-        # Kept on disk: the parsed text (by these rules), else the page.
-        html = _from_record(HtmlPaper, cache.get("text", text_key)) if cache and not remembered else None
-        kept = cache.get("html", version) if cache and not remembered and html is None else None
-        from_disk = html is not None or kept is not None
-        try:
-            if remembered:  # a "no HTML" answer of the last day
-                raise ArxivError(f"arXiv has no HTML for {version}.")
-            if html is None:
-                if kept is None:
-                    self._tell(state, "Downloading arXiv's HTML")
-                    with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
-                        # With no patience for a throttle: the PDF is read instead.
-                        page = fetch_html(version, settings=self.settings, limiter=self.limiter,
-                                          patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE)
-                else:
-                    page = kept.decode("utf-8", errors="replace")
-                html = parse_html(page, version)
-                if cache is not None:
-                    cache.put("text", text_key, _record(html))
+        with self._one_fetch(cache, "html", version):  # another server may be reading it: it is kept then
+            remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
+            # Kept on disk: the parsed text (by these rules), else the page.
+            html = _from_record(HtmlPaper, cache.get("text", text_key)) if cache and not remembered else None
+            kept = cache.get("html", version) if cache and not remembered and html is None else None
+            from_disk = html is not None or kept is not None
+            try:
+                if remembered:  # a "no HTML" answer of the last day
+                    raise ArxivError(f"arXiv has no HTML for {version}.")
+                if html is None:
                     if kept is None:
-                        cache.put("html", version, page.encode())
-        except Exception as error:
-            failure = _as_arxiv_error(error, "arXiv's HTML of this paper could not be read (an internal error).")
-            log.info("no HTML text for %s (%s)%s", version, failure, "; reading the PDF" * (state.source == "auto"))
-            if cache is not None and not remembered and not failure.transient:
-                cache.put("nohtml", version, b"")  # a 404, the "No HTML" page, another version: for a day
-            if state.source == "html":
-                with self.scheduler.changed:
-                    state.text_error = failure
-            return
+                        self._tell(state, "Downloading arXiv's HTML")
+                        with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.html_url):
+                            # With no patience for a throttle: the PDF is read instead.
+                            page = fetch_html(version, settings=self.settings, limiter=self.limiter,
+                                              patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE)
+                    else:
+                        page = kept.decode("utf-8", errors="replace")
+                    html = parse_html(page, version)
+                    if cache is not None:
+                        cache.put("text", text_key, _record(html))
+                        if kept is None:
+                            cache.put("html", version, page.encode())
+            except Exception as error:
+                failure = _as_arxiv_error(error, "arXiv's HTML of this paper could not be read (an internal error).")
+                log.info("no HTML text for %s (%s)%s", version, failure, "; reading the PDF" * (state.source == "auto"))
+                if cache is not None and not remembered and not failure.transient:
+                    cache.put("nohtml", version, b"")  # a 404, the "No HTML" page, another version: for a day
+                if state.source == "html":
+                    with self.scheduler.changed:
+                        state.text_error = failure
+                return
         overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
         with self.scheduler.changed:
             state.html, state.html_overview, state.from_disk = html, overview, from_disk
@@ -4901,12 +5062,13 @@ class PaperLibrary:
         version = state.paper.arxiv_id if state.paper else state.arxiv_id
         cache = self._cache_for(version)
         try:
-            pdf = kept = cache.get("pdf", version) if cache is not None else None
-            if pdf is None:
-                with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
-                    pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
-                if cache is not None:
-                    cache.put("pdf", version, pdf)
+            with self._one_fetch(cache, "pdf", version):
+                pdf = kept = cache.get("pdf", version) if cache is not None else None
+                if pdf is None:
+                    with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
+                        pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
+                    if cache is not None:
+                        cache.put("pdf", version, pdf)
             with changed:
                 state.pdf = pdf
                 state.from_disk = state.from_disk or kept is not None and state.html is None
@@ -4922,14 +5084,15 @@ class PaperLibrary:
         """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is the
         paper's error; a failure that may pass leaves the paper to be read with metadata kept on disk past
         its time, marked, or with the paper's own (``_own_paper``)."""
-        kept = self.cache.get("meta", state.arxiv_id, _CACHED_TTL) if self.cache is not None else None
         try:
-            if (paper := _from_record(Paper, kept)) is None:
-                with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
-                    paper = fetch_metadata(state.arxiv_id, deadline=self.limiter.clock() + _METADATA_WAIT,
-                                           settings=self.settings, limiter=self.limiter, patience=0)
-                if self.cache is not None:
-                    self.cache.put("meta", state.arxiv_id, _record(paper))
+            with self._one_fetch(self.cache, "meta", state.arxiv_id):
+                kept = self.cache.get("meta", state.arxiv_id, _CACHED_TTL) if self.cache is not None else None
+                if (paper := _from_record(Paper, kept)) is None:
+                    with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
+                        paper = fetch_metadata(state.arxiv_id, deadline=self.limiter.clock() + _METADATA_WAIT,
+                                               settings=self.settings, limiter=self.limiter, patience=0)
+                    if self.cache is not None:
+                        self.cache.put("meta", state.arxiv_id, _record(paper))
         except Exception as error:
             failure = _as_arxiv_error(error, "An internal error occurred.")
             stale = _from_record(Paper, self.cache.get("meta", state.arxiv_id)) if self.cache is not None else None
@@ -5426,6 +5589,16 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
     return server
 
 
+def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
+    """Give the server's library what the plain functions never use: the disk cache, and on its folder the
+    machine's one limiter, shared by every server that uses the folder (``SharedLimiter``)."""
+    library.cache = DiskCache.open(settings)
+    if library.cache is None:
+        log.info("arXiv's rate limit is kept per process: the disk cache is off")
+    else:
+        library.limiter = SharedLimiter(settings.min_interval, library.cache.folder)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the MCP server: over stdio, or with ``--http`` as a Streamable HTTP server."""
     parser = argparse.ArgumentParser(prog="arxiv-mcp", description="arXiv MCP server: read and search arXiv papers.")
@@ -5437,7 +5610,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     level = "DEBUG" if args.verbose else SETTINGS.log_level.upper()
     logging.basicConfig(stream=sys.stderr, level=level if level in logging.getLevelNamesMapping() else "WARNING",
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    LIBRARY.cache = DiskCache.open(SETTINGS)  # the server's alone: the plain functions write no file
+    use_the_machine(LIBRARY, SETTINGS)
     server = build_server(args.host, args.port)
     if not args.http:
         server.run()

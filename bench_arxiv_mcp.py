@@ -7,6 +7,7 @@
     uv run bench_arxiv_mcp.py --session --throttled  # the same while every API request gets "Rate exceeded."
     uv run bench_arxiv_mcp.py --hidden  # what finding hidden text costs: each stage with and without the check
     uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by: sizes, rows that show a sentence
+    uv run bench_arxiv_mcp.py --machine  # three stdio servers on one cache folder: one client to arXiv
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -21,6 +22,7 @@ import contextlib
 import dataclasses
 import functools
 import http.server
+import itertools
 import os
 import re
 import shutil
@@ -592,6 +594,129 @@ def report_overviews(pdfs: dict[str, bytes]) -> None:
           f"{statistics.median(before_evidence):,.0f} | |")
 
 
+def three_servers(env: dict[str, str], server: str, calls: list[list[tuple[float, dict[str, str]]]]) -> list[str]:
+    """Start one stdio server per list of ``calls`` at once, all with ``env``, and make each server's calls,
+    each at its time (seconds after the servers are up); their answers, in order."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def one(own: list[tuple[float, dict[str, str]]], ready: asyncio.Barrier) -> list[str]:
+        params = StdioServerParameters(command=sys.executable, args=[server], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await ready.wait()
+                    start, answers = time.monotonic(), []
+                    for at, arguments in own:
+                        await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+                        answers.append((await session.call_tool("arxiv", arguments)).content[0].text)
+                    return answers
+
+    async def main() -> list[str]:
+        ready = asyncio.Barrier(len(calls))
+        return [answer for answers in await asyncio.gather(*(one(own, ready) for own in calls)) for answer in answers]
+
+    return asyncio.run(main())
+
+
+def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
+    """Issue 31: three stdio servers (``server``, this checkout's by default) started together on one cache
+    folder, at arXiv's 3 s pace, against a loopback stand-in (the API and PDFs at 127.0.0.1, the HTML at
+    127.0.0.2): each reads the overviews of one paper with HTML and one without; the request starts per host
+    (their smallest gap), overlapping requests, downloads of each page and metadata of each paper.  Then, on
+    a fresh folder with the API answering every request 429 "Rate exceeded.", one search per server 1 s apart.
+    Then what taking a turn costs, and an overview kept on disk read while another process holds the turn."""
+    import tempfile
+
+    ids = ["2203.00274v2", "1111.2011v2"]
+    answer = corpus_answer(pdfs, {"2203.00274v2": (HTML_DIR / "2203.00274.html").read_bytes()})
+    seen: list[tuple[str, str, float, float]] = []  # (host, path, start, end)
+    throttled = threading.Event()
+
+    def recorded(host: str) -> Answer:
+        def answer_at(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
+            start = time.monotonic()
+            time.sleep(0.05)  # a request takes a little time: two at once would overlap
+            found = (b"Rate exceeded.", "text/plain", 429) if throttled.is_set() and path == "/api/query" \
+                else answer(path, query)
+            seen.append((host, path if "search_query" not in query else "/api/query (search)", start, time.monotonic()))
+            return found
+        return answer_at
+
+    api, html = serve(recorded("export")), serve(recorded("html"), host="127.0.0.2")
+    base, html_base = (f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (api, html))
+    print(f"| three stdio servers on one folder, 3 s pace (`{Path(server).name}`) | request starts per host: "
+          "smallest gap | overlapping requests | downloads per page | metadata asks per paper | API requests for "
+          "three searches 1 s apart under a 429 throttle |\n|---|---|---|---|---|---|")
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            env = {**os.environ, "ARXIV_API_URL": f"{base}/api/query", "ARXIV_PDF_URL": f"{base}/pdf/{{id}}",
+                   "ARXIV_HTML_URL": f"{html_base}/html/{{id}}", "ARXIV_CACHE_DIR": os.path.join(folder, "a"),
+                   "ARXIV_MIN_INTERVAL": "3"}
+            seen.clear()
+            throttled.clear()
+            three_servers(env, server, [[(0.0, {"paper": i}) for i in ids]] * 3)
+            turns = [pair for host in ("export", "html") for pair in itertools.pairwise(
+                sorted((s for s in seen if s[0] == host), key=lambda s: s[2]))]
+            gaps = [later[2] - earlier[2] for earlier, later in turns]
+            overlaps = sum(later[2] < earlier[3] for earlier, later in turns)
+            pages = Counter(path for _, path, _, _ in seen if path != "/api/query")
+            metadata = Counter(path for _, path, _, _ in seen)["/api/query"]
+            seen.clear()
+            throttled.set()
+            env["ARXIV_CACHE_DIR"] = os.path.join(folder, "b")
+            three_servers(env, server, [[(float(n), {"query": "quantum criticality"})] for n in range(3)])
+            searches = sum(path == "/api/query (search)" for _, path, _, _ in seen)
+            print(f"| run {run + 1} | {min(gaps, default=0):.2f} s | {overlaps} | "
+                  f"{', '.join(f'{p} {n}' for p, n in sorted(pages.items()))} | {metadata / len(ids):g} | "
+                  f"{searches} |")
+    api.shutdown()
+    html.shutdown()
+    report_turn_cost(pdfs)
+
+
+def report_turn_cost(pdfs: dict[str, bytes]) -> None:
+    """What taking a turn costs (a slot entered and left with no wait), per process and shared; and the
+    overview of a paper kept on disk, read by a restarted server while another process holds its host's turn
+    for 5 s."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        costs = {}
+        for name, limiter in (("per process (`RateLimiter`)", am.RateLimiter(0)),
+                              ("shared (`SharedLimiter`)", am.SharedLimiter(0, folder))):
+            def turn(limiter: am.RateLimiter = limiter) -> None:
+                with limiter.slot("127.0.0.1", service="127.0.0.1/api"):
+                    limiter.cleared("127.0.0.1/api")  # as a request that succeeded does
+            costs[name] = statistics.median(timed(turn)[0] for _ in range(2000))
+        print("\n| one turn (a slot taken and left, and the service cleared), median of 2,000 | ms |\n|---|---|")
+        for name, seconds in costs.items():
+            print(f"| {name} | {seconds * 1e3:.3f} |")
+        server = serve(corpus_answer(pdfs))
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}",
+                               html_url=f"{base}/html/{{id}}", min_interval=3.0, deadline=600)
+        first = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
+        am.read_paper("1111.2011v2", library=first)
+        wait_idle(first)
+        holder = subprocess.Popen([sys.executable, "-c", (
+            "import sys, time, arxiv_mcp as am\n"
+            "limiter = am.SharedLimiter(3.0, sys.argv[1])\n"
+            "with limiter.slot('127.0.0.1'):\n"
+            "    print('holding', flush=True)\n"
+            "    time.sleep(5)\n"), folder], cwd=HERE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline() == "holding\n"
+        again = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
+        seconds, overview = timed(am.read_paper, "1111.2011v2", library=again)
+        assert "kept on disk" in overview, overview[:500]
+        print(f"| an overview kept on disk, after a restart, while another process holds the host's turn for 5 s "
+              f"| {seconds * 1e3:.1f} |")
+        holder.wait()
+        server.shutdown()
+
+
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
@@ -636,7 +761,7 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
             for name in ("first", "after a restart"):
-                library = am.PaperLibrary(settings, am.RateLimiter(3.0), am.DiskCache(folder, 10**9))
+                library = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
                 seconds, requests, overviews = session(library)
                 if throttled:
                     requests = [f"{path} (429)" if path == "/api/query" else path for path in requests]
@@ -675,6 +800,10 @@ def main() -> None:
                              "each with the check and without it (issue 29)")
     parser.add_argument("--overviews", action="store_true",
                         help="only the overviews an agent routes by: sizes, rows with a sentence (issue 30)")
+    parser.add_argument("--machine", action="store_true",
+                        help="only three stdio servers on one cache folder, and what a shared turn costs (issue 31)")
+    parser.add_argument("--server", default=str(HERE / "arxiv_mcp.py"),
+                        help="with --machine: the server script to start (another checkout's, to compare)")
     parser.add_argument("--throttled", action="store_true",
                         help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
     args = parser.parse_args()
@@ -699,6 +828,9 @@ def main() -> None:
         return
     if args.overviews:
         report_overviews(pdfs)
+        return
+    if args.machine:
+        report_machine(pdfs, args.runs, args.server)
         return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"

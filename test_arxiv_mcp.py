@@ -9,9 +9,12 @@ import email.utils
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
+import queue
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -2995,7 +2998,7 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     server = serve(lambda path, query: asked.append(path) or answer(path, query))
     base = f"http://127.0.0.1:{server.server_address[1]}"
     code = ("import sys, arxiv_mcp as am\n"
-            "am.LIBRARY.cache = am.DiskCache.open(am.SETTINGS)  # as main() does\n"
+            "am.use_the_machine(am.LIBRARY, am.SETTINGS)  # as main() does\n"
             "for paper in ('2203.00274v2', '1111.2011v2'):\n"  # (stdout is stderr while a page converts)
             "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
             "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
@@ -3050,6 +3053,178 @@ def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
     assert "## Full Text (HTML)" in am.arxiv_markdown("2203.00274v2", html=True)
     assert "## Sections" in call(paper="2203.00274v2")
     assert list(tmp_path.rglob("*")) == []
+
+
+# One client per machine (issue 31): servers on one cache folder share their turns, downloads and cool-downs
+
+
+def processes(code: str, count: int, *args: str, env: dict[str, str] | None = None) -> list[subprocess.Popen]:
+    """``count`` Python processes running ``code`` with ``args`` (argv[1:]) in this folder, started together:
+    each waits for the wall-clock second given as argv[-1] to begin, so that none is held up by its start."""
+    start = f"{time.time() + 1.0:.3f}"
+    code = "import sys, time\ntime.sleep(max(0.0, float(sys.argv[-1]) - time.time()))\n" + code
+    return [subprocess.Popen([sys.executable, "-c", code, *args, start], cwd=HERE, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(count)]
+
+
+def outputs(running: list[subprocess.Popen]) -> list[str]:
+    """What each process wrote, once all have ended well."""
+    results = [process.communicate(timeout=30) for process in running]
+    assert all(process.returncode == 0 for process in running), [err[-2000:] for _, err in results]
+    return [out for out, _ in results]
+
+
+def timed_requests(latency: float):
+    """A loopback server whose every answer takes ``latency`` seconds, and the (start, end) of each request."""
+    seen: list[tuple[float, float]] = []
+
+    def answer(path, query):
+        started = time.time()
+        time.sleep(latency)
+        seen.append((started, time.time()))
+        return b"ok", "text/plain"
+
+    return serve(answer), seen
+
+
+GET_TWICE = ("import arxiv_mcp as am\n"
+             "settings = am.Settings(api_url=sys.argv[2] + '/api/query')\n"
+             "limiter = am.SharedLimiter(float(sys.argv[3]), sys.argv[1])\n"
+             "for _ in range(2):\n"
+             "    am.http_get(settings.api_url, accept='*/*', max_bytes=100, settings=settings, limiter=limiter)\n")
+
+
+def test_three_processes_on_one_folder_keep_the_interval_and_one_connection(tmp_path):
+    server, seen = timed_requests(latency=0.3)  # each request outlasts the interval: only the lock keeps them apart
+    try:
+        outputs(processes(GET_TWICE, 3, str(tmp_path), f"http://127.0.0.1:{server.server_address[1]}", "0.2"))
+    finally:
+        server.shutdown()
+    seen.sort()
+    assert len(seen) == 6
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(seen)), "one request at a time"
+    assert all(later[0] - earlier[0] >= 0.29 for earlier, later in itertools.pairwise(seen)), seen
+    assert {path.name for path in (tmp_path / am._LOCKS).iterdir()} == {"turns.json", "127.0.0.1"}
+
+
+def test_without_a_folder_for_locks_the_turns_stay_the_process_own(tmp_path, caplog):
+    caplog.set_level("INFO")
+    (tmp_path / "file").write_text("not a folder")
+    clock = FakeClock()
+    limiter = am.SharedLimiter(3.0, str(tmp_path / "file"), clock=clock, sleep=clock.sleep)
+    for _ in range(3):
+        with limiter.slot("h"):
+            pass
+    assert clock.sleeps == [3.0, 3.0] and not limiter.shared
+    assert caplog.text.count("rate limit is kept per process") == 1
+
+
+def test_a_wait_read_from_the_folder_is_never_longer_than_it_was_set(tmp_path):
+    """Another process's clock an hour ahead (or this one's jumped back): its turn's 3 s are waited, not the hour."""
+    clock = FakeClock()
+    ahead = am.SharedLimiter(3.0, str(tmp_path), clock=clock, sleep=clock.sleep, wall=lambda: clock() + 3600)
+    with ahead.slot("h"):
+        pass
+    ahead.cool_down("h/api", retry_after=60)
+    behind = am.SharedLimiter(3.0, str(tmp_path), clock=clock, sleep=clock.sleep, wall=clock)
+    assert behind.cooling("h/api") == 60.0
+    for _ in range(2):
+        with behind.slot("h"):
+            pass
+    assert clock.sleeps == [3.0, 3.0], "the interval, then the interval again: not the hour"
+    (tmp_path / am._LOCKS / "turns.json").write_bytes(b"\x00{damaged")
+    fresh = am.SharedLimiter(3.0, str(tmp_path), clock=clock, sleep=clock.sleep)
+    with fresh.slot("h"):  # a damaged file holds no turn, and is written whole again
+        pass
+    assert clock.sleeps == [3.0, 3.0] and fresh.cooling("h/api") == 0
+    assert json.loads((tmp_path / am._LOCKS / "turns.json").read_bytes())["starts"]["h"][1] == 3.0
+
+
+def test_a_429_seen_by_one_process_silences_the_others_until_its_cool_down_ends(tmp_path):
+    asked = []
+
+    def answer(path, query):
+        asked.append(path)
+        return (RATE_EXCEEDED, "text/plain", 429) if len(asked) == 1 else (ATOM_1111, "application/atom+xml")
+
+    server = serve(answer)
+    environment = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
+    search = ("import arxiv_mcp as am\n"
+              "am.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
+              "started = time.monotonic()\n"
+              "answer = am.arxiv_tool(query='quantum')\n"
+              "print(round(time.monotonic() - started, 2), answer)\n")
+    try:
+        first = outputs(processes(search, 1, env=environment))
+        others = outputs(processes(search, 2, env=environment))
+        assert len(asked) == 1, asked
+        for out in first + others:
+            seconds, answer = out.split(" ", 1)
+            assert answer.startswith("**Error:** arXiv is limiting requests right now") and float(seconds) < 0.5
+        time.sleep(am._FIRST_COOL_DOWN)
+        assert "Quantum Criticality" in outputs(processes(search, 1, env=environment))[0]
+    finally:
+        server.shutdown()
+    assert len(asked) == 2
+    assert am.SharedLimiter(0, str(tmp_path / "cache")).cooling("127.0.0.1/api") == 0, "cleared for all"
+
+
+def test_the_same_paper_asked_by_two_processes_at_once_is_downloaded_once(tmp_path):
+    answer, asked = corpus_answer({"2203.00274v2": PDF_2203.read_bytes()},
+                                  {"2203.00274v2": html_page("2203.00274").encode()}), []
+
+    def slowly(path, query):
+        asked.append(path)
+        time.sleep(0.3)  # both processes ask while the first download is under way
+        return answer(path, query)
+
+    server = serve(slowly)
+    environment = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
+    read = ("import json, arxiv_mcp as am\n"
+            "am.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
+            "print(json.dumps(am.arxiv_tool(paper='2203.00274v2')))\n")
+    try:
+        seen = outputs(processes(read, 2, env=environment))
+    finally:
+        server.shutdown()
+    overviews = [json.loads(out) for out in seen]
+    assert all("**Title:** Benchmark paper 2203.00274v2" in overview for overview in overviews)
+    assert sorted("kept on disk" in overview for overview in overviews) == [False, True], "one read the other's"
+    assert sorted(asked) == ["/api/query", "/html/2203.00274v2"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX: SIGKILL")
+def test_a_process_killed_while_it_holds_the_turn_keeps_no_one_waiting(tmp_path):
+    arrived, release = queue.Queue(), threading.Event()
+
+    def answer(path, query):
+        arrived.put((path, time.monotonic()))
+        if path == "/hang":
+            release.wait(30)
+        return b"ok", "text/plain"
+
+    server = serve(answer)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    get = ("import arxiv_mcp as am\n"
+           "settings = am.Settings(api_url=sys.argv[2] + sys.argv[3])\n"
+           "limiter = am.SharedLimiter(0.2, sys.argv[1])\n"
+           "print('ready', flush=True)\n"
+           "am.http_get(settings.api_url, accept='*/*', max_bytes=100, settings=settings, limiter=limiter)\n")
+    try:
+        holder = processes(get, 1, str(tmp_path), base, "/hang")[0]
+        assert arrived.get(timeout=20)[0] == "/hang"
+        waiter = processes(get, 1, str(tmp_path), base, "/after")[0]
+        assert waiter.stdout.readline() == "ready\n"
+        time.sleep(1.5)  # the waiter's start second has come: it waits for the holder's connection
+        assert arrived.empty()
+        killed = time.monotonic()
+        holder.send_signal(signal.SIGKILL)
+        path, when = arrived.get(timeout=20)
+        assert path == "/after" and when - killed < 1.0
+        assert waiter.wait(timeout=20) == 0
+    finally:
+        release.set()
+        server.shutdown()
 
 
 # ---------------------------------------------------------------------------
@@ -3482,7 +3657,8 @@ def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_thrott
     # Metadata made from the paper is never kept as the API's, nor an unversioned page.
     assert not list(tmp_path.rglob("*meta*")) and env.library.cache.get("meta", "2508.08468") is None
     # Nor is a download of an id without a version: a later version would be answered with this one's text.
-    assert all("2508.08468v6" in path.name for path in tmp_path.rglob("*") if path.is_file()), \
+    assert all("2508.08468v6" in path.name for path in tmp_path.rglob("*")
+               if path.is_file() and path.parent.name != am._LOCKS), \
         list(tmp_path.rglob("*"))
 
 
