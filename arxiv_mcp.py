@@ -470,13 +470,12 @@ def _lock_file(path: str, until: float, clock: Callable[[], float]) -> int | Non
                 _os_lock(descriptor, take=True)
                 return descriptor
             if clock() >= until:
-                break
+                os.close(descriptor)
+                return None
             time.sleep(_LOCK_POLL)
     except BaseException:
         os.close(descriptor)
         raise
-    os.close(descriptor)
-    return None
 
 
 def _unlock_file(descriptor: int | None) -> None:
