@@ -538,14 +538,16 @@ Routing = tuple[am.Paper, am.Overview, tuple[am.Caption, ...], tuple[am.Passage,
 
 
 def routing_overviews(pdfs: dict[str, bytes]) -> dict[str, Routing]:
-    """The first overview of every corpus PDF (from the structure pass; from the converted text without an outline)
+    """The first overview of every corpus PDF (from the structure pass; without an outline, from the converted text
+    of its first ``ARXIV_MAX_PAGES``, as the server reads it)
     and every page of ../shared/html, with the paper's own title, authors (from HTML) and abstract, its captions
     and the passages ``find`` searches."""
     found = {}
     for arxiv_id, data in pdfs.items():
         with am._opened(data) as doc:
             structure = am.read_structure(doc)
-        overview = structure.skim or am.overview_of(am.PaperText.from_pdf(am.pdf_to_markdown(data)))
+        overview = structure.skim or am.overview_of(am.PaperText.from_pdf(  # as the server reads it: its first pages
+            am.pdf_to_markdown(data, max_pages=am.SETTINGS.max_pages)))
         paper = dataclasses.replace(am.own_paper(arxiv_id, structure.front, ""), provenance="")
         found[arxiv_id] = (paper, overview, structure.captions, structure.passages)
     for path in sorted(HTML_DIR.glob("*.html")):
