@@ -39,6 +39,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import argparse
 import bisect
+import concurrent.futures
 import contextlib
 import dataclasses
 import enum
@@ -66,7 +67,7 @@ import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -4253,6 +4254,120 @@ def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview:
     return "\n".join(lines).strip()
 
 
+# Finding across papers: the ones named, or every paper this server has read, on one scale.
+_FIND_PAPERS = 10  # papers one `find` names at most
+_BM25_K1, _BM25_B = 1.2, 0.75  # BM25's usual weights: how fast repeats saturate, how much length counts
+# BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not against the
+# average: a raw text layer's blocks can be lines of 100 characters, against which every paragraph is long.
+_PAPER_LINES = 20  # papers with matches listed one a line in a search over every paper read
+
+
+@dataclass(frozen=True)
+class Findable:
+    """One paper's text as ``find`` searches it: its id and title, its passages and its sections."""
+
+    arxiv_id: str
+    title: str
+    passages: Sequence[Passage]
+    sections: Sequence[Section] = ()
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A passage that holds every term, with what labels it and the counts that rank it (its matches are
+    marked only if it is shown: ``_matches_in`` is slow)."""
+
+    arxiv_id: str
+    section: str  # its section's label
+    passage: Passage
+    counts: tuple[int, ...]  # how often each term occurs in it
+    nth: int  # its place among its paper's matching passages, from 0: ties go to each paper in turn
+
+
+@functools.cache
+def _combining_marks() -> re.Pattern[str]:
+    """The combining marks of the Basic Multilingual Plane, which ``_fold`` drops (made once: 65,536 tests)."""
+    return re.compile("[" + "".join(re.escape(chr(c)) for c in range(0x10000) if unicodedata.combining(chr(c))) + "]")
+
+
+def _quick_fold(text: str) -> str:
+    """``text`` folded as ``_fold`` folds it, at the C library's speed and without the index: which passages
+    match is known before ``_matches_in`` marks them (a mark beyond the BMP is kept: none in a paper's words)."""
+    return _combining_marks().sub("", unicodedata.normalize("NFKD", text)).casefold()
+
+
+def _term_counts(passages: Sequence[Passage], terms: Sequence[re.Pattern[str]]) -> list[list[int]]:
+    """How often each term occurs in each passage (a row per term), from one fold of all of them joined by NUL
+    (``_quick_fold`` keeps it; no term matches across it) and each match placed by its offset: C speed."""
+    texts = [passage.text for passage in passages]
+    if (joined := "\0".join(texts)).count("\0") >= len(texts):  # a NUL of its own: none in a cleaned text
+        joined = "\0".join(text.replace("\0", " ") for text in texts)
+    folded = _quick_fold(joined)
+    starts = list(itertools.accumulate((len(part) + 1 for part in folded.split("\0")), initial=0))
+    counts = [[0] * len(texts) for _ in terms]
+    for row, term in zip(counts, terms):
+        for match in term.finditer(folded):
+            row[bisect.bisect_right(starts, match.start()) - 1] += 1
+    return counts
+
+
+def find_across(papers: Iterable[Findable], query: str) -> tuple[list[_Hit], dict[str, tuple[str, int]], int]:
+    """The passages of ``papers`` (read one at a time: they may stream from the disk) that hold every word and
+    "quoted phrase" of ``query``, best first on one scale for all papers: BM25, where a term counts for more the
+    fewer of all the passages hold it and a passage's repeats for less the longer it is past ``_PASSAGE_WINDOW``,
+    so that a long paper's many long passages do not crowd out a short paper's better one; ties go to each
+    paper in turn.  Also each paper's title and
+    count of matching passages, in the order given, and how many passages were searched."""
+    terms, hits, counts, holding, searched = _find_terms(query), [], {}, Counter(), 0
+    for paper in papers:
+        found = _term_counts(paper.passages, terms)
+        searched += len(paper.passages)
+        holding.update({n: sum(map(bool, row)) for n, row in enumerate(found)})
+        matching = [(passage, tuple(row[i] for row in found)) for i, passage in enumerate(paper.passages)
+                    if all(row[i] for row in found)]
+        counts[paper.arxiv_id] = (paper.title, len(matching))
+        for nth, (passage, found_here) in enumerate(matching):
+            section = _section_at(paper.sections, passage.offset)
+            hits.append(_Hit(paper.arxiv_id, section.label if section else "front matter", passage, found_here, nth))
+    weights = [math.log(1 + (searched - holding[n] + 0.5) / (holding[n] + 0.5)) for n in range(len(terms))]
+
+    def score(hit: _Hit) -> float:
+        norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * max(1.0, len(hit.passage.text) / _PASSAGE_WINDOW))
+        return sum(w * c * (_BM25_K1 + 1) / (c + norm) for w, c in zip(weights, hit.counts))
+
+    return sorted(hits, key=lambda hit: (-round(score(hit), 9), hit.nth)), counts, searched
+
+
+def format_find_across(query: str, hits: Sequence[_Hit], counts: dict[str, tuple[str, int]],
+                       failures: Sequence[str], everything: bool) -> str:
+    """What ``find`` across papers answers: the best passages (``find_across``), each labelled with its paper
+    and section, the matches in bold, at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``; then a line per paper
+    with its count (``everything``, the papers read: only those with matches) and one per paper that failed."""
+    count = len(counts) + len(failures)
+    papers = f"{'the ' * everything}{count} paper{'s' * (count > 1)}{' read' * everything}"
+    lines, terms = [f"# {_quote_input(query)} in {papers}", ""], _find_terms(query)
+    for hit in hits[:_FIND_PASSAGES]:
+        page = f", p. {hit.passage.page}" if hit.passage.page else ""
+        entry = (f"{len(lines) // 2}. **{hit.arxiv_id}** ({_shortened(counts[hit.arxiv_id][0], 60)}) · "
+                 f"**{hit.section}**{page}: {_bolded(hit.passage.text, _matches_in(hit.passage, terms))}")
+        if len(lines) > 2 and sum(map(len, lines)) + len(entry) > _FIND_CHARS:
+            break
+        lines += [entry, ""]
+    shown, matching = len(lines) // 2 - 1, sum(count > 0 for _, count in counts.values())
+    lines.insert(1, f"{len(hits)} passage{'s' * (len(hits) > 1)} match, in {matching} of {papers}; "
+                    f"{'all' if shown == len(hits) else f'the best {shown}'} shown, best first on one scale."
+                 if hits else f"No passage matches in any of {papers}.")
+
+    def row(arxiv_id: str, title: str, found: int) -> str:
+        return f"- **{arxiv_id}** {_shortened(title, 60)}: " + (
+            f"{found} passage{'s' * (found > 1)} (all of them: `paper=\"{arxiv_id}\"` with this `find`)"
+            if found else "no match")
+
+    rows = [row(arxiv_id, title, found) for arxiv_id, (title, found) in counts.items() if found or not everything]
+    more = [f"- and {len(rows) - _PAPER_LINES} more papers with matches"] if len(rows) > _PAPER_LINES else []
+    return "\n".join([*lines, "## By paper", *rows[:_PAPER_LINES], *more, *(f"- {f}" for f in failures)]).strip()
+
+
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:
     """The figures and tables as the overview lists them: a row each with the caption's start shortened
     to ``width`` characters, or, with ``width`` 0, one line of labels and pages."""
@@ -4393,9 +4508,9 @@ class DiskCache:
         # Quoted: an id may hold a "/" (hep-th/9711200) and nothing else of a key names a path.
         return os.path.join(self.folder, kind, urllib.parse.quote(key, safe=""))
 
-    def get(self, kind: str, key: str, max_age: float | None = None) -> bytes | None:
+    def get(self, kind: str, key: str, max_age: float | None = None, *, use: bool = True) -> bytes | None:
         """The body kept for ``key``, or None: none kept, older than ``max_age`` seconds, or damaged (then
-        deleted).  A hit counts as a use for the eviction."""
+        deleted).  A hit counts as a use for the eviction (unless ``use`` is False)."""
         if self.off:
             return None
         path = self._path(kind, key)
@@ -4421,8 +4536,17 @@ class DiskCache:
         if max_age is not None and self.clock() - float(written) > max_age:
             return None
         with contextlib.suppress(OSError):
-            os.utime(path)
+            if use:
+                os.utime(path)
         return body
+
+    def kept(self, kind: str) -> Iterator[tuple[str, bytes]]:
+        """Each key of ``kind`` with its body, read one at a time as ``get`` reads them (not counted as uses)."""
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(os.path.join(self.folder, kind))):
+                if not name.startswith(".tmp-") and (body := self.get(kind, key := urllib.parse.unquote(name),
+                                                                      use=False)) is not None:
+                    yield key, body
 
     def put(self, kind: str, key: str, body: bytes) -> None:
         """Keep ``body`` for ``key``: written whole or not at all; never raises."""
@@ -4643,6 +4767,18 @@ class _PaperState:
 
 def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
+
+
+def _kept_findable(part: str, body: bytes, title: str) -> Findable | None:
+    """A text kept on disk (``part`` "html": an HtmlPaper's record; "structure": a Structure's) as ``find``
+    searches it, read from its JSON alone (no record built); None for a record of another shape."""
+    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+        record = json.loads(body)
+        sections = record["text"]["sections"] if part == "html" else [
+            row["section"] for row in (record["skim"] or {"sections": ()})["sections"]]
+        return Findable("", title or record["front"]["title"], tuple(Passage(**p) for p in record["passages"]),
+                        tuple(Section(**section) for section in sections))
+    return None
 
 
 def _kept_text(state: _PaperState, part: str, kind: type) -> Any:
@@ -4898,6 +5034,47 @@ class PaperLibrary:
         with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
             return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter,
                                   patience=0)
+
+    def findable(self, papers: Sequence[str], deadline: float, request: ReadRequest
+                 ) -> tuple[list[Findable], list[str]]:
+        """The named papers (ids or URLs) read at once, each as one ``find`` reads it, and a line for each that
+        cannot be read now (not an id, not found, throttled, past ``deadline``)."""
+        def one(text: str) -> Findable | str:
+            if (arxiv_id := parse_arxiv_id(text)) is None:
+                return f"{_quote_input(text)}: not an arXiv id or URL"
+            try:
+                reading = self.read(arxiv_id, deadline, request=request)
+            except ArxivError as error:
+                return f"**{arxiv_id}**: {error}"
+            if reading.text_error:
+                return f"**{reading.paper.arxiv_id}**: its text is unavailable: {reading.text_error}"
+            sections = [row.section for row in reading.overview.sections] if reading.overview else []
+            return Findable(reading.paper.arxiv_id, reading.paper.title, reading.passages, sections)
+
+        with concurrent.futures.ThreadPoolExecutor(len(papers), thread_name_prefix="arxiv-find") as pool:
+            read = list(pool.map(one, dict.fromkeys(papers)))
+        return [r for r in read if isinstance(r, Findable)], [r for r in read if isinstance(r, str)]
+
+    def read_texts(self) -> Iterator[Findable]:
+        """Every paper this library can search with no request: those in memory, then each text kept on disk
+        (a parsed HTML page, a PDF's structure pass), read one at a time, never all at once."""
+        with self.scheduler.changed:
+            texts = {}
+            for state in self._states.values():
+                text = state.html or (state.structure if state.structured else None)
+                if state.paper is not None and text is not None and not state.forgotten:
+                    sections = state.html.text.sections if state.html else [
+                        row.section for row in (state.structure.skim.sections if state.structure.skim else ())]
+                    texts.setdefault(state.paper.arxiv_id, Findable(state.paper.arxiv_id, state.paper.title,
+                                                                    text.passages, sections))
+        yield from texts.values()
+        for key, body in self.cache.kept("text") if self.cache is not None else ():
+            version, part = key.split(" ", 1)[0], key.split(" ")[1]
+            if part in ("html", "structure") and key == _text_key(version, part) and version not in texts:
+                texts[version] = None  # a PDF's text and an HTML's of one version: the first
+                paper = _from_record(Paper, self.cache.get("meta", version, use=False))
+                if (kept := _kept_findable(part, body, paper.title if paper else "")) is not None:
+                    yield dataclasses.replace(kept, arxiv_id=version)
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
              request: ReadRequest = FULL, source: str | None = None) -> Reading:
@@ -5362,14 +5539,15 @@ Search: give `query` and/or `categories`, optionally a submission date range, a 
 Results list ids you can read with `paper`."""
 
 _PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', 'hep-th/9711200' "
-               "or 'https://arxiv.org/abs/1706.03762'.")
+               "or 'https://arxiv.org/abs/1706.03762'. With `find`: up to 10, comma-separated.")
 _SECTION_HELP = ("With `paper`: omit (or 'overview') for the overview (metadata, abstract, section list); a section "
                  "number or title ('3', '2.1', 'Introduction', several comma-separated; 'references' for the "
                  "reference list); 'full' for the whole text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for "
                  "images; 'figures' lists them; 'hidden' quotes text a reader cannot see, which the overview "
                  "warns of.")
 _FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to find; returns the matching passages, "
-              "best first, with their sections. With `section`: only there.")
+              "best first, with their sections. With `section`: only there. With several papers: across them; "
+              "without `paper`: across every paper read so far (no request to arXiv).")
 
 
 def _quote_input(text: str) -> str:
@@ -5397,6 +5575,8 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
     passages that ``find`` names, or figures, tables and equations as images (``parse_read``)."""
     library = library or LIBRARY
     arxiv_id = parse_arxiv_id(paper)
+    if arxiv_id is None and len(several := [part for part in re.split(r"[,\s]+", paper) if part]) > 1:
+        return Answer(find_in_papers(several, find, section, library=library))
     if arxiv_id is None:
         return Answer(f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
                       "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a paper, "
@@ -5435,6 +5615,31 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
     if not sections and (images or not shown.startswith(ERROR)):  # an error alone stays an error answer
         shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
+
+
+def find_in_papers(papers: Sequence[str] | None, find: str | None, section: str | None = None, *,
+                   library: PaperLibrary | None = None) -> str:
+    """``find`` across several ``papers`` (ids or URLs, at most ``_FIND_PAPERS``), each read as one ``find``
+    reads it, or across every paper the library has read (None: with no request to arXiv); a paper that fails
+    costs only its line (``format_find_across``)."""
+    library = library or LIBRARY
+    if not find or section:
+        return (f"{ERROR} Several papers, or all those read, are searched with `find` alone (words or a \"quoted "
+                "phrase\"); to read a paper or its sections, give one `paper`.")
+    request = parse_read(None, find)
+    if isinstance(request, str):
+        return f"{ERROR} {request}"
+    if papers is None:
+        hits, counts, _ = find_across(library.read_texts(), request.words)
+        if not counts:
+            return ("No paper has been read yet, so `find` alone has nothing to search: read a paper with `paper`, "
+                    "or give `paper` (up to 10, comma-separated) with `find`.")
+        return format_find_across(request.words, hits, counts, [], everything=True)
+    if len(papers) > _FIND_PAPERS:
+        return f"{ERROR} `find` searches at most {_FIND_PAPERS} papers at once; {len(papers)} were given."
+    texts, failures = library.findable(papers, _deadline(library.settings, library.limiter), request)
+    hits, counts, _ = find_across(texts, request.words)
+    return format_find_across(request.words, hits, counts, failures, everything=False)
 
 
 def _bibtex_answer(library: PaperLibrary, arxiv_id: str, deadline: float, request: ReadRequest) -> str:
@@ -5498,8 +5703,10 @@ def arxiv_answer(paper: str | None = None, section: str | None = None, find: str
             return Answer(f"{ERROR} give either `paper` (to read) or `query`/`categories` (to search), not both.")
         if paper:
             return read_answer(paper, section, find=find, library=library, on_progress=on_progress)
+        if find and not searching:
+            return Answer(find_in_papers(None, find, section, library=library))
         if find:
-            return Answer(f"{ERROR} `find` searches in one paper: give `paper` too (to search arXiv, use `query`).")
+            return Answer(f"{ERROR} `find` searches the text of papers, `query` arXiv's catalogue: give one of them.")
         if searching:
             return Answer(search_papers(library=library, query=query, categories=categories, submitted_from=submitted_from,
                                  submitted_to=submitted_to, sort=sort, order=order, max_results=max_results,

@@ -8,6 +8,7 @@
     uv run bench_arxiv_mcp.py --hidden  # what finding hidden text costs: each stage with and without the check
     uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by: sizes, rows that show a sentence
     uv run bench_arxiv_mcp.py --machine  # three stdio servers on one cache folder: one client to arXiv
+    uv run bench_arxiv_mcp.py --find  # `find` over the 50 papers read, warm and after a restart
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -719,6 +720,56 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
         server.shutdown()
 
 
+def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
+    """Issue 32: `find` with no paper over 50 papers read (the corpus PDFs and the shared HTML pages, under
+    50 ids in turn), warm (the same server again; it keeps 16 papers in memory, the rest on disk) and after a
+    restart (every text from the disk cache), with the requests it sends (none) and the peak of Python's
+    allocations while it runs."""
+    import tempfile
+    import tracemalloc
+
+    htmls = [(HTML_DIR / f"{stem}.html").read_bytes() for stem in HTML_VERSIONS]
+    sources = [("pdf", data) for data in pdfs.values()] + [("html", page) for page in htmls]
+    ids = [f"2601.{n:05d}v1" for n in range(50)]
+    chosen = {arxiv_id: sources[n % len(sources)] for n, arxiv_id in enumerate(ids)}
+    answer = corpus_answer({i: d for i, (kind, d) in chosen.items() if kind == "pdf"},
+                           {i: d for i, (kind, d) in chosen.items() if kind == "html"})
+    asked: list[str] = []
+    server = serve(lambda path, query: asked.append(path) or answer(path, query))
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{base}/html/{{id}}",
+                           min_interval=0.0, deadline=600)
+    queries = ["attention", "phase transition", "\"the model\""]
+    rows: dict[str, list[float]] = {"warm": [], "after a restart": []}
+    with tempfile.TemporaryDirectory() as folder:
+        def library() -> am.PaperLibrary:
+            return am.PaperLibrary(settings, am.RateLimiter(0.0), am.DiskCache(folder, 10**10))
+
+        first = library()
+        for arxiv_id in ids:
+            am.read_paper(arxiv_id, library=first)
+        wait_idle(first)
+        read = len(asked)
+        for run in range(runs):
+            for query in queries:
+                rows["warm"].append(timed(am.arxiv_tool, find=query, library=first)[0])
+                seconds, found = timed(am.arxiv_tool, find=query, library=library())
+                rows["after a restart"].append(seconds)
+                assert found.startswith(f"# {am._quote_input(query)} in the 50 papers read"), found[:300]
+        tracemalloc.start()  # apart from the timing: it slows every allocation
+        am.arxiv_tool(find=queries[0], library=library())
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    server.shutdown()
+    assert len(asked) == read, "no request"
+    print(f"| `find` alone over the 50 papers read ({', '.join(queries)}; {runs} runs) | median | slowest |")
+    print("|---|---|---|")
+    for name, seconds in rows.items():
+        print(f"| {name} | {statistics.median(seconds) * 1e3:.0f} ms | {max(seconds) * 1e3:.0f} ms |")
+    print(f"| requests sent by the searches | {len(asked) - read} | |")
+    print(f"| peak of Python's allocations during one search after a restart | {peak / 1e6:.1f} MB | |")
+
+
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
@@ -804,6 +855,8 @@ def main() -> None:
                         help="only the overviews an agent routes by: sizes, rows with a sentence (issue 30)")
     parser.add_argument("--machine", action="store_true",
                         help="only three stdio servers on one cache folder, and what a shared turn costs (issue 31)")
+    parser.add_argument("--find", action="store_true",
+                        help="only `find` over the 50 papers read, warm and after a restart (issue 32)")
     parser.add_argument("--server", default=str(HERE / "arxiv_mcp.py"),
                         help="with --machine: the server script to start (another checkout's, to compare)")
     parser.add_argument("--throttled", action="store_true",
@@ -833,6 +886,9 @@ def main() -> None:
         return
     if args.machine:
         report_machine(pdfs, args.runs, args.server)
+        return
+    if args.find:
+        report_find_across(pdfs, args.runs)
         return
     server = serve(corpus_answer(pdfs), args.latency)
     base = f"http://127.0.0.1:{server.server_address[1]}"

@@ -1247,7 +1247,9 @@ def test_spacing_accents_are_composed_with_their_letters_in_the_raw_and_the_conv
 def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_paper):
     answer = call(paper=transport_paper, find="qwertyzzz")
     assert answer.startswith("No passage of this paper matches `qwertyzzz`. Its sections: \"I\" INTRODUCTION,")
-    assert call(find="Drude").startswith("**Error:** `find` searches in one paper")
+    across, alone = call(find="Drude"), call(paper=transport_paper, find="Drude")  # the papers read: this one
+    count = re.match(r"(\d+) passages", alone.splitlines()[1])[1]
+    assert across.startswith(f"# `Drude` in the 1 paper read\n{count} passages match, in 1 of the 1 paper read;")
 
 
 def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
@@ -2135,7 +2137,7 @@ def test_server_registers_exactly_one_tool_with_annotations():
     assert list(properties) == ["paper", "section", "find", "query", "categories", "submitted_from",
                                 "submitted_to", "sort", "order", "max_results", "start"]
     schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
-    assert len(schema) < 4_000, len(schema)  # about 1,000 tokens for the whole tools/list
+    assert len(schema) <= 3_958 + 300, len(schema)  # about 1,000 tokens; find across papers (issue 32) added ≤ 300
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
 
@@ -3053,6 +3055,86 @@ def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
     assert "## Full Text (HTML)" in am.arxiv_markdown("2203.00274v2", html=True)
     assert "## Sections" in call(paper="2203.00274v2")
     assert list(tmp_path.rglob("*")) == []
+
+
+# Find across papers (issue 32): the ones named, or every paper read, on one scale
+
+
+def test_find_across_two_named_papers_one_from_html_one_from_a_pdf(html_env):
+    answer = call(paper="2203.00274v2, 1111.2011v2", find="model")
+    assert answer.startswith("# `model` in 2 papers\n") and "best first on one scale" in answer
+    passages = re.findall(r"^\d+\. \*\*(\S+)\*\* \((.+?)\) · \*\*(.+?)\*\*(, p\. \d+)?: (.*)$", answer, re.M)
+    assert {paper for paper, *_ in passages} == {"2203.00274v2", "1111.2011v2"}, answer
+    assert all("**" in text for *_, text in passages), "the matches in bold"
+    assert any(page for paper, _, _, page, _ in passages if paper == "1111.2011v2"), "a PDF's passages name their page"
+    alone = {paper: call(paper=paper, find="model") for paper in ("2203.00274v2", "1111.2011v2")}
+    for paper, answer_alone in alone.items():  # the same matching as one paper's `find`
+        count = int(re.match(r"(\d+) passages?", answer_alone.splitlines()[1])[1])
+        assert re.search(rf"^- \*\*{paper}\*\* .+: {count} passages? \(all of them", answer, re.M), answer
+    assert "/pdf/2203.00274v2" not in paths(html_env), "read from its HTML, as one find reads it"
+    assert len(passages) == am._FIND_PASSAGES and len(answer) < am._FIND_CHARS + 2_000, "the caps hold"
+
+
+def test_a_paper_that_cannot_be_read_costs_only_its_line(html_env):
+    answer = call(paper="2203.00274v2 9912.99999v1 not-an-id", find="tables")
+    assert answer.startswith("# `tables` in 3 papers\n")
+    assert re.search(r"^- \*\*2203\.00274v2\*\* .+: \d+ passages", answer, re.M)
+    assert re.search(r"^- \*\*9912\.99999v1\*\*: .*(not found|no paper)", answer, re.M | re.I), answer
+    assert "- `not-an-id`: not an arXiv id or URL" in answer
+
+
+def test_find_across_papers_with_no_match_anywhere_is_a_short_answer(html_env):
+    answer = call(paper="2203.00274v2,1111.2011v2", find="qwertyzzz")
+    assert answer.startswith("# `qwertyzzz` in 2 papers\nNo passage matches in any of 2 papers.")
+    assert "- **2203.00274v2** " in answer and answer.count(": no match") == 2 and not answer.startswith(am.ERROR)
+
+
+def test_several_papers_need_find_and_at_most_ten(html_env):
+    for asked in ({"paper": "2203.00274v2, 1111.2011v2"}, {"paper": "2203.00274v2 1111.2011v2", "section": "2"},
+                  {"find": "tables", "section": "2"}):
+        answer = call(**asked)
+        assert answer.startswith(am.ERROR) and "`find` alone" in answer and "one `paper`" in answer
+    many = ", ".join(f"2101.{n:05d}" for n in range(11))
+    assert call(paper=many, find="x").startswith(f"{am.ERROR} `find` searches at most 10 papers")
+    assert html_env.urls == [], "no request for an answer that is refused"
+
+
+def test_find_across_the_papers_read_asks_nothing_in_memory_and_after_a_restart(html_env, tmp_path):
+    first = library_with_cache(html_env, tmp_path)
+    assert am.arxiv_tool(find="table", library=first).startswith("No paper has been read yet")
+    for paper in ("2203.00274v2", "1111.2011v2"):
+        am.read_paper(paper, library=first)
+    asked = len(html_env.urls)
+    warm = am.arxiv_tool(find="table", library=first)
+    again = am.arxiv_tool(find="table", library=library_with_cache(html_env, tmp_path))  # a restart
+    assert len(html_env.urls) == asked, "no request to arXiv"
+    for answer in (warm, again):
+        assert answer.startswith("# `table` in the 2 papers read\n")
+        assert re.search(r"^- \*\*2203\.00274v2\*\* Benchmark paper 2203.00274v2: 67 passages", answer, re.M)
+    assert warm.split("\n", 2)[2] == again.split("\n", 2)[2], "the same passages from the disk as from memory"
+
+
+def test_one_scale_keeps_a_short_papers_better_passage_in_view():
+    """A long paper's twenty long paragraphs that mention the term once each, and a short paper's one short
+    paragraph about it: the short paper's passage ranks first, where counting matches alone would tie it."""
+    filler = " ".join(["the measurement of the signal is reported in the appendix"] * 14)  # past one window
+    long = am.Findable("2101.00001v1", "Long", [am.Passage(1, n * 1000, f"{filler} with dropout {n}.")
+                                                 for n in range(20)])
+    short = am.Findable("2101.00002v1", "Short", [am.Passage(1, 0, "Dropout regularises the network.")])
+    hits, counts, searched = am.find_across([long, short], "dropout")
+    assert hits[0].arxiv_id == "2101.00002v1" and searched == 21
+    assert counts == {"2101.00001v1": ("Long", 20), "2101.00002v1": ("Short", 1)}
+    answer = am.format_find_across("dropout", hits, counts, [], everything=False)
+    assert answer.count("**2101.00001v1** (Long)") == am._FIND_PASSAGES - 1, "the caps hold"
+    assert answer.index("**2101.00002v1** (Short)") < answer.index("**2101.00001v1** (Long)")
+    twins = [am.Findable(f"2101.0000{n}v1", "Twin", [am.Passage(1, k, "Dropout, again.") for k in range(3)])
+             for n in (3, 4)]
+    assert [hit.arxiv_id[-3] for hit in am.find_across(twins, "dropout")[0]] == list("343434"), "ties in turn"
+
+
+def test_the_quick_fold_is_the_fold():
+    text = "Schrödinger’s ﬁeld: Ǆ, İstanbul, Straße, Kl\u0308umper, 𝔉 and e\u0301\u0323"
+    assert am._quick_fold(text) == am._fold(text)[0]
 
 
 # One client per machine (issue 31): servers on one cache folder share their turns, downloads and cool-downs
