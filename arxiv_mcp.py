@@ -4260,6 +4260,7 @@ _BM25_K1, _BM25_B = 1.2, 0.75  # BM25's usual weights: how fast repeats saturate
 # BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not against the
 # average: a raw text layer's blocks can be lines of 100 characters, against which every paragraph is long.
 _PAPER_LINES = 20  # papers with matches listed one a line in a search over every paper read
+_FIND_KEPT_CHARS = 8_000_000  # characters of passages read from the disk cache that `find` keeps in memory
 
 
 @dataclass(frozen=True)
@@ -4270,6 +4271,10 @@ class Findable:
     title: str
     passages: Sequence[Passage]
     sections: Sequence[Section] = ()
+
+    @property
+    def chars(self) -> int:
+        return sum(len(passage.text) for passage in self.passages)
 
 
 @dataclass(frozen=True)
@@ -4540,13 +4545,12 @@ class DiskCache:
                 os.utime(path)
         return body
 
-    def kept(self, kind: str) -> Iterator[tuple[str, bytes]]:
-        """Each key of ``kind`` with its body, read one at a time as ``get`` reads them (not counted as uses)."""
+    def keys(self, kind: str) -> list[str]:
+        """The keys kept of ``kind``, in order."""
         with contextlib.suppress(OSError):
-            for name in sorted(os.listdir(os.path.join(self.folder, kind))):
-                if not name.startswith(".tmp-") and (body := self.get(kind, key := urllib.parse.unquote(name),
-                                                                      use=False)) is not None:
-                    yield key, body
+            return [urllib.parse.unquote(name) for name in sorted(os.listdir(os.path.join(self.folder, kind)))
+                    if not name.startswith(".tmp-")]
+        return []
 
     def put(self, kind: str, key: str, body: bytes) -> None:
         """Keep ``body`` for ``key``: written whole or not at all; never raises."""
@@ -4996,6 +5000,8 @@ class PaperLibrary:
         self._states: OrderedDict[tuple[str, str], _PaperState] = OrderedDict()
         # The entries of recent searches by id, with and without their version: (when, metadata); oldest first.
         self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
+        self._kept_texts: OrderedDict[str, Findable] = OrderedDict()  # texts read from disk for ``find``, by key
+        self._kept_chars = 0  # the characters of their passages
 
     def remember(self, papers: Sequence[Paper]) -> None:
         """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never the list)."""
@@ -5068,13 +5074,29 @@ class PaperLibrary:
                     texts.setdefault(state.paper.arxiv_id, Findable(state.paper.arxiv_id, state.paper.title,
                                                                     text.passages, sections))
         yield from texts.values()
-        for key, body in self.cache.kept("text") if self.cache is not None else ():
-            version, part = key.split(" ", 1)[0], key.split(" ")[1]
+        for key in self.cache.keys("text") if self.cache is not None else ():
+            version, part, *_ = [*key.split(" "), ""]
             if part in ("html", "structure") and key == _text_key(version, part) and version not in texts:
                 texts[version] = None  # a PDF's text and an HTML's of one version: the first
-                paper = _from_record(Paper, self.cache.get("meta", version, use=False))
-                if (kept := _kept_findable(part, body, paper.title if paper else "")) is not None:
-                    yield dataclasses.replace(kept, arxiv_id=version)
+                with self.scheduler.changed:
+                    if kept := self._kept_texts.get(key):
+                        self._kept_texts.move_to_end(key)
+                if (kept := kept or self._read_kept(key, version, part)) is not None:
+                    yield kept
+
+    def _read_kept(self, key: str, version: str, part: str) -> Findable | None:
+        """A text kept on disk as ``find`` searches it, and kept in memory too, within ``_FIND_KEPT_CHARS``
+        (the least recently searched go first): a search over the same papers again reads no file."""
+        paper = _from_record(Paper, self.cache.get("meta", version, use=False))
+        kept = _kept_findable(part, self.cache.get("text", key, use=False) or b"", paper.title if paper else "")
+        if kept is None:
+            return None
+        kept = dataclasses.replace(kept, arxiv_id=version)
+        with self.scheduler.changed:
+            self._kept_texts[key], self._kept_chars = kept, self._kept_chars + kept.chars
+            while self._kept_chars > _FIND_KEPT_CHARS:
+                self._kept_chars -= self._kept_texts.popitem(last=False)[1].chars
+        return kept
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
              request: ReadRequest = FULL, source: str | None = None) -> Reading:

@@ -3106,8 +3106,12 @@ def test_find_across_the_papers_read_asks_nothing_in_memory_and_after_a_restart(
         am.read_paper(paper, library=first)
     asked = len(html_env.urls)
     warm = am.arxiv_tool(find="table", library=first)
-    again = am.arxiv_tool(find="table", library=library_with_cache(html_env, tmp_path))  # a restart
+    restarted = library_with_cache(html_env, tmp_path)
+    again = am.arxiv_tool(find="table", library=restarted)  # a restart: the texts from the disk
     assert len(html_env.urls) == asked, "no request to arXiv"
+    read, real_get = [], restarted.cache.get
+    restarted.cache.get = lambda kind, key, *args, **kwargs: read.append(kind) or real_get(kind, key, *args, **kwargs)
+    assert am.arxiv_tool(find="table", library=restarted) == again and read == [], "again: no file read"
     for answer in (warm, again):
         assert answer.startswith("# `table` in the 2 papers read\n")
         assert re.search(r"^- \*\*2203\.00274v2\*\* Benchmark paper 2203.00274v2: 67 passages", answer, re.M)
