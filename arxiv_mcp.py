@@ -4260,7 +4260,7 @@ _BM25_K1, _BM25_B = 1.2, 0.75  # BM25's usual weights: how fast repeats saturate
 # BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not against the
 # average: a raw text layer's blocks can be lines of 100 characters, against which every paragraph is long.
 _PAPER_LINES = 20  # papers with matches listed one a line in a search over every paper read
-_FIND_KEPT_CHARS = 8_000_000  # characters of passages read from the disk cache that `find` keeps in memory
+_FIND_KEPT = 64  # papers' texts read from the disk cache that `find` keeps in memory for the next search
 
 
 @dataclass(frozen=True)
@@ -4272,9 +4272,12 @@ class Findable:
     passages: Sequence[Passage]
     sections: Sequence[Section] = ()
 
-    @property
-    def chars(self) -> int:
-        return sum(len(passage.text) for passage in self.passages)
+
+def _findable(arxiv_id: str, title: str, text: "HtmlPaper | Structure") -> Findable:
+    """A paper's text (arXiv's HTML, or its PDF's structure pass) as ``find`` searches it."""
+    sections = text.text.sections if isinstance(text, HtmlPaper) else [
+        row.section for row in (text.skim.sections if text.skim else ())]
+    return Findable(arxiv_id, title or text.front.title, text.passages, sections)
 
 
 @dataclass(frozen=True)
@@ -4640,13 +4643,16 @@ def _record(value: Any) -> bytes:
     return json.dumps(plain(value)).encode()
 
 
+_type_hints = functools.cache(typing.get_type_hints)  # a record's classes, asked for each record it holds
+
+
 def _from_record(kind: Any, data: bytes | None) -> Any:
     """The ``kind`` of record that ``_record`` wrote as ``data``, or None when there is none or it is of
     another shape (a kept file of an older layout is not read)."""
     def built(hint: Any, item: Any) -> Any:
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         if dataclasses.is_dataclass(hint):
-            hints = typing.get_type_hints(hint)
+            hints = _type_hints(hint)
             return hint(**{name: built(hints[name], part) for name, part in item.items()})
         if origin in (types.UnionType, typing.Union):  # X | None
             return None if item is None else built(next(a for a in args if a is not type(None)), item)
@@ -4771,18 +4777,6 @@ class _PaperState:
 
 def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
-
-
-def _kept_findable(part: str, body: bytes, title: str) -> Findable | None:
-    """A text kept on disk (``part`` "html": an HtmlPaper's record; "structure": a Structure's) as ``find``
-    searches it, read from its JSON alone (no record built); None for a record of another shape."""
-    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-        record = json.loads(body)
-        sections = record["text"]["sections"] if part == "html" else [
-            row["section"] for row in (record["skim"] or {"sections": ()})["sections"]]
-        return Findable("", title or record["front"]["title"], tuple(Passage(**p) for p in record["passages"]),
-                        tuple(Section(**section) for section in sections))
-    return None
 
 
 def _kept_text(state: _PaperState, part: str, kind: type) -> Any:
@@ -5001,7 +4995,6 @@ class PaperLibrary:
         # The entries of recent searches by id, with and without their version: (when, metadata); oldest first.
         self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
         self._kept_texts: OrderedDict[str, Findable] = OrderedDict()  # texts read from disk for ``find``, by key
-        self._kept_chars = 0  # the characters of their passages
 
     def remember(self, papers: Sequence[Paper]) -> None:
         """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never the list)."""
@@ -5062,41 +5055,32 @@ class PaperLibrary:
         return [r for r in read if isinstance(r, Findable)], [r for r in read if isinstance(r, str)]
 
     def read_texts(self) -> Iterator[Findable]:
-        """Every paper this library can search with no request: those in memory, then each text kept on disk
-        (a parsed HTML page, a PDF's structure pass), read one at a time, never all at once."""
+        """Every paper this library can search with no request: those in memory, then each text kept on disk (a
+        parsed HTML page, a PDF's structure pass), read one at a time, never all at once, and kept in memory for
+        the next search, ``_FIND_KEPT`` papers at most (the least recently searched go first)."""
         with self.scheduler.changed:
-            texts = {}
-            for state in self._states.values():
-                text = state.html or (state.structure if state.structured else None)
-                if state.paper is not None and text is not None and not state.forgotten:
-                    sections = state.html.text.sections if state.html else [
-                        row.section for row in (state.structure.skim.sections if state.structure.skim else ())]
-                    texts.setdefault(state.paper.arxiv_id, Findable(state.paper.arxiv_id, state.paper.title,
-                                                                    text.passages, sections))
+            texts = {state.paper.arxiv_id: _findable(state.paper.arxiv_id, state.paper.title,
+                                                     state.html or state.structure)
+                     for state in self._states.values()
+                     if state.paper is not None and (state.html or state.structured) and not state.forgotten}
         yield from texts.values()
         for key in self.cache.keys("text") if self.cache is not None else ():
             version, part, *_ = [*key.split(" "), ""]
-            if part in ("html", "structure") and key == _text_key(version, part) and version not in texts:
-                texts[version] = None  # a PDF's text and an HTML's of one version: the first
+            if part not in ("html", "structure") or key != _text_key(version, part) or version in texts:
+                continue
+            texts[version] = None  # a PDF's text and an HTML's of one version: the first
+            with self.scheduler.changed:
+                kept = self._kept_texts.pop(key, None)
+            if kept is None:
+                paper = _from_record(Paper, self.cache.get("meta", version, use=False))
+                text = _from_record(HtmlPaper if part == "html" else Structure, self.cache.get("text", key, use=False))
+                kept = _findable(version, paper.title if paper else "", text) if text else None
+            if kept is not None:
                 with self.scheduler.changed:
-                    if kept := self._kept_texts.get(key):
-                        self._kept_texts.move_to_end(key)
-                if (kept := kept or self._read_kept(key, version, part)) is not None:
-                    yield kept
-
-    def _read_kept(self, key: str, version: str, part: str) -> Findable | None:
-        """A text kept on disk as ``find`` searches it, and kept in memory too, within ``_FIND_KEPT_CHARS``
-        (the least recently searched go first): a search over the same papers again reads no file."""
-        paper = _from_record(Paper, self.cache.get("meta", version, use=False))
-        kept = _kept_findable(part, self.cache.get("text", key, use=False) or b"", paper.title if paper else "")
-        if kept is None:
-            return None
-        kept = dataclasses.replace(kept, arxiv_id=version)
-        with self.scheduler.changed:
-            self._kept_texts[key], self._kept_chars = kept, self._kept_chars + kept.chars
-            while self._kept_chars > _FIND_KEPT_CHARS:
-                self._kept_chars -= self._kept_texts.popitem(last=False)[1].chars
-        return kept
+                    self._kept_texts[key] = kept
+                    while len(self._kept_texts) > _FIND_KEPT:
+                        self._kept_texts.popitem(last=False)
+                yield kept
 
     def read(self, arxiv_id: str, deadline: float | None = None, on_progress: Progress | None = None,
              request: ReadRequest = FULL, source: str | None = None) -> Reading:
