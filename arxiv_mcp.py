@@ -4209,49 +4209,49 @@ def format_sections(paper: Paper, text: PaperText, selectors: Sequence[str], max
 
 def format_find(paper: Paper, passages: Sequence[Passage], query: str, overview: Overview | None = None,
                 within: Sequence[str] = ()) -> str:
-    """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best
-    first: the most matches, then reading order.  Each names its section (``overview``'s list)
-    and page, with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``.
-    ``within`` (section selectors) keeps the passages of those sections.  No match is a short answer,
-    not an error."""
+    """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best first as
+    ``find_across`` ranks them (the most matches, for their length, then reading order), as ``_found``
+    lists them; each names its section (``overview``'s list).  ``within`` (section selectors) keeps the
+    passages of those sections.  No match is a short answer, not an error."""
     sections = [row.section for row in overview.sections] if overview else []
-    terms = _find_terms(query)
-    if not terms:
+    if not _find_terms(query):
         return f'{ERROR} `find` needs words or a "quoted phrase".'
     if within:
         chosen = _select_sections(sections, within) if sections else "This paper has no section list to search in."
         if isinstance(chosen, str):
             return f"{ERROR} {chosen}"
         passages = [p for p in passages if any(s.start <= p.offset < s.end for s in chosen)]
-
-    found = [(len(spans), passage, spans) for passage in passages if (spans := _matches_in(passage, terms))]
+    hits = find_across([Findable(paper.arxiv_id, paper.title, passages, sections)], query)[0]
     where = f' in section "{", ".join(within)}"' if within else ""
-    if not found:
+    if not hits:
         names = _choices([s for s in sections if s.level == 1]) if sections else "none found"
         return f"No passage of this paper{where} matches {_quote_input(query)}. Its sections: {names}."
-    best = sorted(found, key=lambda item: (-item[0], item[1].page, item[1].offset))
-    lines = [f"# {_quote_input(query)} in {paper.title} (arXiv:{paper.arxiv_id})", ""]
-    shown = 0
-    for count, passage, spans in best[:_FIND_PASSAGES]:
-        section = _section_at(sections, passage.offset)
-        entry = (f"{shown + 1}. **{section.label if section else 'front matter'}**"
-                 + (f", p. {passage.page}" if passage.page else "") + " "
-                 f"({count} match{'es' if count > 1 else ''}): {_bolded(passage.text, spans)}")
-        if shown and sum(map(len, lines)) + len(entry) > _FIND_CHARS:
-            break
-        lines += [entry, ""]
-        shown += 1
-    summary = f"{len(found)} passage{'s' if len(found) > 1 else ''}{where} match{'es' if len(found) == 1 else ''}; "
-    summary += f"the {shown} with the most matches first." if shown < len(found) else "all shown, most matches first."
-    lines.insert(1, summary)
-    if shown < len(found) and sections:
-        richest = Counter(s.label for _, p, _ in found if (s := _section_at(sections, p.offset)))
-        if richest:
-            label, count = richest.most_common(1)[0]
-            section = next(s for s in sections if s.label == label)
-            lines.append(f'More: {count} are in "{label}": read it with `section="{section.number or section.title}"`, '
-                         "or give `find` with `section` to search one section.")
+    entries = _found(hits, query, lambda hit: "")
+    lines = [f"# {_quote_input(query)} in {paper.title} (arXiv:{paper.arxiv_id})",
+             f"{len(hits)} passage{'s' * (len(hits) > 1)}{where} match{'es' * (len(hits) == 1)}; "
+             + ("all shown, best first." if len(entries) == len(hits) else f"the best {len(entries)} first."), "",
+             "\n\n".join(entries)]
+    if len(entries) < len(hits) and (richest := Counter(hit.section for hit in hits if hit.section in
+                                                        {s.label for s in sections})):
+        label, count = richest.most_common(1)[0]
+        section = next(s for s in sections if s.label == label)
+        lines.append(f'\nMore: {count} are in "{label}": read it with `section="{section.number or section.title}"`, '
+                     "or give `find` with `section` to search one section.")
     return "\n".join(lines).strip()
+
+
+def _found(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str]) -> list[str]:
+    """The entries of the best ``hits``: each its ``label``, its section, page and count of matches, and its
+    passage with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``."""
+    entries, terms = [], _find_terms(query)
+    for hit in hits[:_FIND_PASSAGES]:
+        count, page = sum(hit.counts), f", p. {hit.passage.page}" if hit.passage.page else ""
+        entry = (f"{len(entries) + 1}. {label(hit)}**{hit.section}**{page} ({count} match{'es' * (count > 1)}): "
+                 f"{_bolded(hit.passage.text, _matches_in(hit.passage, terms))}")
+        if entries and sum(map(len, entries)) + len(entry) > _FIND_CHARS:
+            break
+        entries.append(entry)
+    return entries
 
 
 # Finding across papers: the ones named, or every paper this server has read, on one scale.
@@ -4353,18 +4353,11 @@ def format_find_across(query: str, hits: Sequence[_Hit], counts: dict[str, tuple
     with its count (``everything``, the papers read: only those with matches) and one per paper that failed."""
     count = len(counts) + len(failures)
     papers = f"{'the ' * everything}{count} paper{'s' * (count > 1)}{' read' * everything}"
-    lines, terms = [f"# {_quote_input(query)} in {papers}", ""], _find_terms(query)
-    for hit in hits[:_FIND_PASSAGES]:
-        page = f", p. {hit.passage.page}" if hit.passage.page else ""
-        entry = (f"{len(lines) // 2}. **{hit.arxiv_id}** ({_shortened(counts[hit.arxiv_id][0], 60)}) · "
-                 f"**{hit.section}**{page}: {_bolded(hit.passage.text, _matches_in(hit.passage, terms))}")
-        if len(lines) > 2 and sum(map(len, lines)) + len(entry) > _FIND_CHARS:
-            break
-        lines += [entry, ""]
-    shown, matching = len(lines) // 2 - 1, sum(count > 0 for _, count in counts.values())
-    lines.insert(1, f"{len(hits)} passage{'s' * (len(hits) > 1)} match, in {matching} of {papers}; "
-                    f"{'all' if shown == len(hits) else f'the best {shown}'} shown, best first on one scale."
-                 if hits else f"No passage matches in any of {papers}.")
+    entries = _found(hits, query, lambda hit: f"**{hit.arxiv_id}** ({_shortened(counts[hit.arxiv_id][0], 60)}) · ")
+    matching = sum(count > 0 for _, count in counts.values())
+    summary = (f"{len(hits)} passage{'s' * (len(hits) > 1)} match, in {matching} of {papers}; "
+               f"{'all' if len(entries) == len(hits) else f'the best {len(entries)}'} shown, best first on one scale."
+               if hits else f"No passage matches in any of {papers}.")
 
     def row(arxiv_id: str, title: str, found: int) -> str:
         return f"- **{arxiv_id}** {_shortened(title, 60)}: " + (
@@ -4373,7 +4366,8 @@ def format_find_across(query: str, hits: Sequence[_Hit], counts: dict[str, tuple
 
     rows = [row(arxiv_id, title, found) for arxiv_id, (title, found) in counts.items() if found or not everything]
     more = [f"- and {len(rows) - _PAPER_LINES} more papers with matches"] if len(rows) > _PAPER_LINES else []
-    return "\n".join([*lines, "## By paper", *rows[:_PAPER_LINES], *more, *(f"- {f}" for f in failures)]).strip()
+    return "\n\n".join([f"# {_quote_input(query)} in {papers}\n{summary}", *entries, "\n".join(
+        ["## By paper", *rows[:_PAPER_LINES], *more, *(f"- {f}" for f in failures)])])
 
 
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:

@@ -1186,7 +1186,7 @@ def found_passages(answer):
 
 def test_find_a_phrase_that_occurs_many_times(env, transport_paper):
     answer = call(paper=transport_paper, find='"drude WEIGHT"')  # any case
-    assert re.search(r"^[0-9]+ passages match; the 8 with the most matches first\.$", answer, re.M)
+    assert re.search(r"^[0-9]+ passages match; the best 8 first\.$", answer, re.M)
     passages = found_passages(answer)
     assert len(passages) == 8 and len(answer) <= 6_500
     assert ("I INTRODUCTION", 2) in passages  # checked by hand: three times on page 2
@@ -1197,7 +1197,7 @@ def test_find_a_phrase_that_occurs_many_times(env, transport_paper):
 
 def test_find_a_phrase_that_occurs_a_few_times_also_across_a_hyphenated_line_end(env, transport_paper):
     answer = call(paper=transport_paper, find='"thermal conductivity"')
-    assert answer.splitlines()[1] == "5 passages match; all shown, most matches first."
+    assert answer.splitlines()[1] == "5 passages match; all shown, best first."
     # Checked by hand in the PDF; on page 15 it reads "thermal conduc-" / "tivity".
     assert sorted(page for _, page in found_passages(answer)) == [1, 2, 3, 5, 15]
     assert ("V.B Thermal transport in nonintegrable models", 15) in found_passages(answer)
@@ -1205,12 +1205,12 @@ def test_find_a_phrase_that_occurs_a_few_times_also_across_a_hyphenated_line_end
 
 def test_find_words_and_a_section(env, transport_paper):
     answer = call(paper=transport_paper, find="bosonization umklapp")  # both words, anywhere in the passage
-    assert answer.splitlines()[1] == "2 passages match; all shown, most matches first."
+    assert answer.splitlines()[1] == "2 passages match; all shown, best first."
     assert found_passages(answer) == [("I INTRODUCTION", 1), ("I INTRODUCTION", 2)]
     run = call(paper=transport_paper, find="drude weight")  # two words side by side: one bold run
     assert "**Drude weight**" in run and "**Drude** **weight**" not in run
     only = call(paper=transport_paper, find='"Drude weight"', section="IV.B")
-    assert only.splitlines()[1] == '19 passages in section "IV.B" match; the 8 with the most matches first.'
+    assert only.splitlines()[1] == '19 passages in section "IV.B" match; the best 8 first.'
     assert len(found_passages(only)) == 8 and {label for label, _ in found_passages(only)} <= {
         "IV.B Numerical results for the XXZ model", "IV.B.1 Technical remarks on the numerical procedure",
         "IV.B.2 Thermal transport in the XXZ model", "IV.B.3 Spin transport in the XXZ model"}
@@ -3063,7 +3063,8 @@ def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
 def test_find_across_two_named_papers_one_from_html_one_from_a_pdf(html_env):
     answer = call(paper="2203.00274v2, 1111.2011v2", find="model")
     assert answer.startswith("# `model` in 2 papers\n") and "best first on one scale" in answer
-    passages = re.findall(r"^\d+\. \*\*(\S+)\*\* \((.+?)\) · \*\*(.+?)\*\*(, p\. \d+)?: (.*)$", answer, re.M)
+    passages = re.findall(r"^\d+\. \*\*(\S+)\*\* \((.+?)\) · \*\*(.+?)\*\*(, p\. \d+)? \(\d+ match(?:es)?\): (.*)$",
+                          answer, re.M)
     assert {paper for paper, *_ in passages} == {"2203.00274v2", "1111.2011v2"}, answer
     assert all("**" in text for *_, text in passages), "the matches in bold"
     assert any(page for paper, _, _, page, _ in passages if paper == "1111.2011v2"), "a PDF's passages name their page"
