@@ -57,6 +57,7 @@ import re
 import socket
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import types
@@ -3086,8 +3087,7 @@ class _LatexmlWriter:
         elif node.has("ltx_bibitem"):
             self.emit(self.bibitem(node))
         elif node.has("ltx_listing") or node.tag == "pre":
-            lines = [self.inline(n) for n in node.find_all(lambda n: n.has("ltx_listingline"))]
-            self.emit("```\n" + "\n".join(lines or [self.text(node)]) + "\n```")
+            self.emit(self.code(node))
         elif node.tag == "p" or not any(isinstance(c, _Node) and self.is_block(c) for c in node.children):
             self.paragraph(node)
         else:
@@ -3163,8 +3163,10 @@ class _LatexmlWriter:
         if kind == "Table":
             tables = [self.table(t) for t in node.find_all(lambda n: n.has("ltx_tabular"))]
             self.emit("\n\n".join([text, *[t for t in tables if t]]))
-        else:
-            self.emit(f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*\n{text}')
+        else:  # a listing in a figure is text too
+            code = [self.code(n) for n in node.find_all(lambda n: n.has("ltx_listing"))]
+            self.emit("\n\n".join([f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*\n{text}',
+                                    *code]))
 
     def table(self, node: _Node) -> str:
         """A tabular as a Markdown table: a merged cell's text stands in its first row and column, and the
@@ -3188,6 +3190,19 @@ class _LatexmlWriter:
         lines = ["| " + " | ".join(grid.get((r, c), "") for c in range(width)) + " |" for r in range(len(rows))]
         lines.insert(1, "|" + "---|" * width)
         return "\n".join(lines)
+
+    def code(self, node: _Node) -> str:
+        """A code listing or pseudo-code (``lstlisting``, ``algorithmic``, ``algorithm2e``: ``ltx_listing``; a
+        ``pre``) as one fenced block: a line per ``ltx_listingline`` as printed (its number, indentation, comment
+        and math as ``$…$``; no emphasis or link markup, which a fence shows as it is), no blank line of the
+        page's markup, and the language LaTeXML names on the fence (``ltx_lst_language_Python``)."""
+        def innermost(n: _Node) -> bool:  # an algorithm's lines can be one line of an outer listing
+            return n.has("ltx_listingline") and next(n.find_all(lambda m: m.has("ltx_listingline")), None) is None
+
+        lines = [self.inline(line, emphasis=False).replace("\n", "").replace("\xa0", " ").rstrip()
+                 for line in node.find_all(innermost)] or self.text(node).strip("\n").split("\n")
+        language = next((name[17:].lower() for name in node.classes if name.startswith("ltx_lst_language_")), "")
+        return f"```{language}\n{textwrap.dedent(chr(10).join(lines)).strip(chr(10))}\n```"
 
     def listing(self, node: _Node, depth: int = 0) -> str:
         """A list, each item on a line led by its mark ("-" for a bullet, "1." or "(a)" as printed)."""

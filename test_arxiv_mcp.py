@@ -3057,6 +3057,90 @@ def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
     assert list(tmp_path.rglob("*")) == []
 
 
+# Code and algorithms from arXiv's HTML (issue 33)
+
+
+def fenced_blocks(markdown: str) -> list[list[str]]:
+    """The lines of each fenced block of a text."""
+    return [block.split("\n")[1:-1] for block in re.findall(r"^```[a-z]*\n.*?\n```$", markdown, re.M | re.S)]
+
+
+def test_galores_listings_are_every_line_in_order_in_clean_blocks():
+    page = html_page("2403.03507")
+    paper = am.parse_html(page)
+    blocks = fenced_blocks(paper.text.markdown)
+    innermost = len(re.findall(r'class="ltx_listingline"', page)) - 1  # one line of the outer listing holds the rest
+    assert len(blocks) == 2 and sum(map(len, blocks)) == innermost - 1  # but the blank last line of Algorithm 1
+    assert blocks[0] == ["for weight in model.parameters():", "grad = weight.grad", "# original space -> compact space",
+                         "lor_grad = project(grad)", "# update by Adam, Adafactor, etc.", "lor_update = update(lor_grad)",
+                         "# compact space -> original space", "update = project_back(lor_update)",
+                         "weight.data += update"]
+    assert blocks[1][0].startswith("Input: A layer weight matrix $W\\in\\mathbb{R}^{m\\times n}$ with $m\\leq n$.")
+    assert "   if $t\\bmod T=0$ then" in blocks[1] and blocks[1][-1] == "return  $W_{t}$", "indented, math as TeX"
+    for block in blocks:
+        assert not any("**" in line or "](" in line for line in block), "no Markdown inside a fence"
+        assert "\n\n\n" not in "\n".join(block), "no run of blank lines"
+    assert "**Algorithm 1** GaLore, PyTorch-like" in paper.text.markdown, "the label, for find and the agent"
+
+
+LISTING_FIGURE = (
+    '<figure class="ltx_figure" id="S1.F1"><div class="ltx_listing ltx_lst_language_Python ltx_lstlisting '
+    'ltx_listing"><div class="ltx_listing_data"><a download="" href="data:text/plain;base64,ZGVmIGYoeCk6">⬇</a>'
+    '</div>\n<div class="ltx_listingline"><span class="ltx_text ltx_lst_keyword ltx_font_bold">def</span> '
+    '<a href="#f">f</a>(x):</div>\n<div class="ltx_listingline">&nbsp;&nbsp;&nbsp;&nbsp;<span class="ltx_text '
+    'ltx_lst_keyword ltx_font_bold">return</span> x + 1 <span class="ltx_text ltx_lst_comment">'
+    '# one more</span></div>\n</div><figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">'
+    'Figure 1: </span>The helper.</figcaption></figure>')
+ALGORITHMIC = (
+    '<figure class="ltx_float ltx_float_algorithm ltx_framed ltx_framed_topbottom" id="alg1"><figcaption '
+    'class="ltx_caption"><span class="ltx_tag ltx_tag_float"><span class="ltx_text ltx_font_bold">Algorithm 1'
+    '</span> </span>Gradient descent</figcaption>\n<div class="ltx_listing ltx_listing">\n'
+    '<div class="ltx_listingline"><span class="ltx_tag ltx_tag_listingline">1:</span>&nbsp;&nbsp;<span class='
+    '"ltx_text ltx_font_bold">for</span> <math alttext="t=1,\\dots,T" display="inline"><mi>t</mi></math> '
+    '<span class="ltx_text ltx_font_bold">do</span>\n</div>\n<div class="ltx_listingline"><span class="ltx_tag '
+    'ltx_tag_listingline">2:</span>&nbsp;&nbsp;&nbsp;&nbsp;<math alttext="\\theta\\leftarrow\\theta-\\eta g" '
+    'display="inline"><mi>θ</mi></math> <span class="ltx_text" style="float:right;">▷ a step</span>\n</div>\n'
+    '<div class="ltx_listingline"><span class="ltx_tag ltx_tag_listingline">3:</span>&nbsp;&nbsp;<span class='
+    '"ltx_text ltx_font_bold">end</span> <span class="ltx_text ltx_font_bold">for</span>\n</div>\n</div></figure>')
+ALGORITHM2E = (
+    '<figure class="ltx_float ltx_algorithm" id="alg2"><div class="ltx_listing ltx_listing">'
+    '<div class="ltx_listingline"><span class="ltx_text ltx_font_bold">Input:</span> data '
+    '<math alttext="D" display="inline"><mi>D</mi></math></div><div class="ltx_listingline">'
+    '<span class="ltx_text ltx_font_bold">while</span> <span class="ltx_text ltx_font_italic">not done</span> '
+    '<span class="ltx_text ltx_font_bold">do</span></div><div class="ltx_listingline">&nbsp;&nbsp;&nbsp;'
+    'train(<math alttext="D" display="inline"><mi>D</mi></math>) <span class="ltx_text ltx_font_typewriter">'
+    '/* one epoch */</span></div><div class="ltx_listingline"><span class="ltx_text ltx_font_bold">end</span>'
+    '</div></div><figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_float"><span class="ltx_text '
+    'ltx_font_bold">Algorithm 2</span> </span>Training</figcaption></figure>')
+
+
+@pytest.mark.parametrize("snippet, block, around", [
+    (LISTING_FIGURE, ["def f(x):", "    return x + 1 # one more"],
+     '*[Figure 1: an image of it with section="figure 1"]*\nFigure 1: The helper.'),
+    (ALGORITHMIC, ["1:  for $t=1,\\dots,T$ do", "2:    $\\theta\\leftarrow\\theta-\\eta g$ ▷ a step", "3:  end for"],
+     "**Algorithm 1** Gradient descent"),
+    (ALGORITHM2E, ["Input: data $D$", "while not done do", "   train($D$) /* one epoch */", "end"],
+     "**Algorithm 2** Training"),
+], ids=["lstlisting in a figure", "algorithmic", "algorithm2e"])
+def test_a_listing_or_an_algorithm_is_one_clean_fenced_block(snippet, block, around):
+    text = am.parse_html(latexml(snippet)).text.markdown
+    assert fenced_blocks(text) == [block], text
+    assert around in text and "base64" not in text and "⬇" not in text
+    assert ("```python\n" in text) == (snippet is LISTING_FIGURE)
+
+
+def test_galores_appendix_a_and_an_equation_numbered_2a_are_read_by_their_numbers(html_env):
+    html_env.htmls["2403.03507v1"] = html_page("2403.03507").encode()
+    html_env.feeds["2403.03507v1"] = ATOM_ENTRY.format(id="2403.03507v1").encode()
+    assert "## A Proofs" in call(paper="2403.03507v1", section="A")
+    group = equation_table(equation_row(["E", "=mc^{2}"], "2a"))
+    html_env.htmls["2101.00001v1"] = article(f'<section class="ltx_section" id="S1"><h2 class="ltx_title '
+                                             f'ltx_title_section">1 Energy</h2><div class="ltx_para">{group}'
+                                             f'</div></section>').encode()
+    html_env.feeds["2101.00001v1"] = ATOM_ENTRY.format(id="2101.00001v1").encode()
+    assert "$$E =mc^{2}$$ (2a)" in call(paper="2101.00001v1", section="equation 2a")
+
+
 # Find across papers (issue 32): the ones named, or every paper read, on one scale
 
 
@@ -3191,7 +3275,9 @@ def test_three_processes_on_one_folder_keep_the_interval_and_one_connection(tmp_
     seen.sort()
     assert len(seen) == 6
     assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(seen)), "one request at a time"
-    assert all(later[0] - earlier[0] >= max(interval, latency) - 0.01 for earlier, later in itertools.pairwise(seen))
+    # Seen by the stand-in, whose own delays under load vary by some tens of milliseconds; apart, each process
+    # alone would send its requests within milliseconds of the others'.
+    assert all(later[0] - earlier[0] >= max(interval, latency) - 0.1 for earlier, later in itertools.pairwise(seen))
     assert {path.name for path in (tmp_path / am._LOCKS).iterdir()} == {"turns.json", "127.0.0.1"}
 
 
