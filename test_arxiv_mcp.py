@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import os
+import pickle
 import queue
 import re
 import signal
@@ -152,37 +153,57 @@ class FakeClock:
 
 
 @pytest.fixture(scope="session")
-def convert_once():
-    """pdf_to_markdown memoised for the session: real conversions, each done once."""
-    real, memo = am.pdf_to_markdown, {}
+def once(tmp_path_factory):
+    """``once(key, make, keep)``: what ``make()`` gives, made once for the whole run when ``keep`` accepts it: by
+    one xdist worker while the others wait (an OS file lock), then read by them (pickled in the run's folder)."""
+    base = tmp_path_factory.getbasetemp()
+    folder, memo = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base, {}
+
+    def made(key: str, make: Callable[[], object], keep: Callable[[object], bool] = lambda _: True) -> object:
+        if key in memo:
+            return memo[key]
+        path = folder / f"once-{key}.pickle"
+        descriptor = am._lock_file(f"{path}.lock", float("inf"), time.monotonic)
+        try:
+            if path.exists():
+                value = memo[key] = pickle.loads(path.read_bytes())
+            elif keep(value := make()):
+                memo[key] = value
+                path.write_bytes(pickle.dumps(value))
+        finally:
+            am._unlock_file(descriptor)
+        return value
+
+    return made
+
+
+@pytest.fixture(scope="session")
+def convert_once(once):
+    """pdf_to_markdown memoised for the run: real conversions, each done once."""
+    real = am.pdf_to_markdown  # before a test puts this memo in its place
+
+    def converted(data, max_pages):
+        try:
+            return real(data, max_pages=max_pages)
+        except am.ArxivError as error:
+            return error
 
     def convert(data, *, max_pages=None, outline=None):
-        key = (hashlib.sha256(data).hexdigest(), max_pages)
-        if key not in memo:
-            try:
-                memo[key] = real(data, max_pages=max_pages)
-            except am.ArxivError as error:
-                memo[key] = error
-        if isinstance(memo[key], am.ArxivError):
-            raise memo[key]
-        return memo[key] if outline is None else dataclasses.replace(memo[key], outline=tuple(outline))
+        result = once(f"pdf-{hashlib.sha256(data).hexdigest()}-{max_pages}", lambda: converted(data, max_pages))
+        if isinstance(result, am.ArxivError):
+            raise result
+        return result if outline is None else dataclasses.replace(result, outline=tuple(outline))
 
     return convert
 
 
 @pytest.fixture(scope="session")
-def page_once():
-    """The library's page converter memoised for the session by the page's text layer: each page converted once."""
-    memo = {}
-
+def page_once(once):
+    """The library's page converter memoised for the run by the page's text layer: each page converted once (a
+    failed conversion is never kept as the page's)."""
     def convert(doc, page):
-        key = (doc.page_count, page, hashlib.sha256(am._pdf_page(doc, page).get_text().encode()).hexdigest())
-        if key in memo:
-            return memo[key]
-        converted = PAGE_MARKDOWN(doc, page)
-        if not converted.fallback:  # a failed conversion is never kept as the page's
-            memo[key] = converted
-        return converted
+        key = f"page-{doc.page_count}-{page}-{hashlib.sha256(am._pdf_page(doc, page).get_text().encode()).hexdigest()}"
+        return once(key, lambda: PAGE_MARKDOWN(doc, page), lambda converted: not converted.fallback)
 
     return convert
 
@@ -3330,7 +3351,7 @@ def test_a_429_seen_by_one_process_silences_the_others_until_its_cool_down_ends(
               "answer = am.arxiv_tool(query='quantum')\n"
               "print(round(time.monotonic() - started, 2), answer)\n")
     try:
-        started = [*processes(search, 1, "0", env=environment), *processes(search, 2, "0.5", env=environment)]
+        started = [*processes(search, 1, "0", env=environment), *processes(search, 2, "1", env=environment)]
         for out in outputs(started):
             seconds, answer = out.split(" ", 1)
             assert answer.startswith("**Error:** arXiv is limiting requests right now") and float(seconds) < 0.5
