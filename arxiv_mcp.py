@@ -3165,8 +3165,8 @@ class _LatexmlWriter:
             self.emit("\n\n".join([text, *[t for t in tables if t]]))
         else:  # a listing in a figure is text too
             code = [self.code(n) for n in node.find_all(lambda n: n.has("ltx_listing"))]
-            self.emit("\n\n".join([f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*\n{text}',
-                                    *code]))
+            image = f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*'
+            self.emit("\n\n".join([f"{image}\n{text}", *code]))
 
     def table(self, node: _Node) -> str:
         """A tabular as a Markdown table: a merged cell's text stands in its first row and column, and the

@@ -3092,8 +3092,9 @@ def test_galores_listings_are_every_line_in_order_in_clean_blocks():
     blocks = fenced_blocks(paper.text.markdown)
     innermost = len(re.findall(r'class="ltx_listingline"', page)) - 1  # one line of the outer listing holds the rest
     assert len(blocks) == 2 and sum(map(len, blocks)) == innermost - 1  # but the blank last line of Algorithm 1
-    assert blocks[0] == ["for weight in model.parameters():", "grad = weight.grad", "# original space -> compact space",
-                         "lor_grad = project(grad)", "# update by Adam, Adafactor, etc.", "lor_update = update(lor_grad)",
+    assert blocks[0] == ["for weight in model.parameters():", "grad = weight.grad",
+                         "# original space -> compact space", "lor_grad = project(grad)",
+                         "# update by Adam, Adafactor, etc.", "lor_update = update(lor_grad)",
                          "# compact space -> original space", "update = project_back(lor_update)",
                          "weight.data += update"]
     assert blocks[1][0].startswith("Input: A layer weight matrix $W\\in\\mathbb{R}^{m\\times n}$ with $m\\leq n$.")
@@ -3252,7 +3253,8 @@ def test_the_quick_fold_is_the_fold():
 
 def processes(code: str, count: int, *args: str, env: dict[str, str] | None = None) -> list[subprocess.Popen]:
     """``count`` Python processes running ``code`` with ``args`` (argv[1:]) in this folder, started together:
-    each waits for the wall-clock time given as argv[-1] (0.6 s from now) to begin, so that none is held up by its start."""
+    each waits for the wall-clock time given as argv[-1] (0.6 s from now) to begin, so that none is held up by
+    its start."""
     start = f"{time.time() + 0.6:.3f}"
     code = "import sys, time\ntime.sleep(max(0.0, float(sys.argv[-1]) - time.time()))\n" + code
     return [subprocess.Popen([sys.executable, "-c", code, *args, start], cwd=HERE, env=env,
@@ -3312,6 +3314,33 @@ def test_without_a_folder_for_locks_the_turns_stay_the_process_own(tmp_path, cap
             pass
     assert clock.sleeps == [3.0, 3.0] and not limiter.shared
     assert caplog.text.count("rate limit is kept per process") == 1
+
+
+def test_the_windows_branch_locks_the_files_first_byte_and_waits_while_it_is_held(monkeypatch, tmp_path):
+    """Windows is not on CI: the module run as on Windows, with a stand-in for msvcrt that records its calls."""
+    import importlib.util
+    import types
+
+    calls, held = [], []
+
+    def locking(descriptor, mode, size):
+        calls.append((os.lseek(descriptor, 0, os.SEEK_CUR), mode, size))
+        if mode == 2 and held:
+            raise PermissionError(13, "Permission denied")  # what msvcrt raises for a region locked elsewhere
+
+    monkeypatch.setitem(sys.modules, "msvcrt", types.SimpleNamespace(LK_NBLCK=2, LK_UNLCK=0, locking=locking))
+    monkeypatch.setattr(sys, "platform", "win32")
+    spec = importlib.util.spec_from_file_location("arxiv_mcp_on_windows", HERE / "arxiv_mcp.py")
+    windows = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, windows)  # its dataclasses look their module up there
+    spec.loader.exec_module(windows)
+    path = str(tmp_path / "turns.json")
+    descriptor = windows._lock_file(path, 0.0, time.monotonic)
+    os.write(descriptor, b"{}")  # the turns are read and written through it: the lock is on byte 0 all along
+    windows._unlock_file(descriptor)
+    assert calls == [(0, 2, 1), (0, 0, 1)]
+    held.append(True)
+    assert windows._lock_file(path, time.monotonic() + 0.1, time.monotonic) is None, "held elsewhere: None at last"
 
 
 def test_a_wait_read_from_the_folder_is_never_longer_than_it_was_set(tmp_path):
