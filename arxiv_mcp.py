@@ -5644,17 +5644,15 @@ def find_in_papers(papers: Sequence[str] | None, find: str | None, section: str 
     request = parse_read(None, find)
     if isinstance(request, str):
         return f"{ERROR} {request}"
-    if papers is None:
-        hits, counts, _ = find_across(library.read_texts(), request.words)
-        if not counts:
-            return ("No paper has been read yet, so `find` alone has nothing to search: read a paper with `paper`, "
-                    "or give `paper` (up to 10, comma-separated) with `find`.")
-        return format_find_across(request.words, hits, counts, [], everything=True)
-    if len(papers) > _FIND_PAPERS:
+    if papers is not None and len(papers) > _FIND_PAPERS:
         return f"{ERROR} `find` searches at most {_FIND_PAPERS} papers at once; {len(papers)} were given."
-    texts, failures = library.findable(papers, _deadline(library.settings, library.limiter), request)
+    texts, failures = (library.read_texts(), []) if papers is None else library.findable(
+        papers, _deadline(library.settings, library.limiter), request)
     hits, counts, _ = find_across(texts, request.words)
-    return format_find_across(request.words, hits, counts, failures, everything=False)
+    if not counts and not failures:
+        return ("No paper has been read yet, so `find` alone has nothing to search: read a paper with `paper`, "
+                "or give `paper` (up to 10, comma-separated) with `find`.")
+    return format_find_across(request.words, hits, counts, failures, everything=papers is None)
 
 
 def _bibtex_answer(library: PaperLibrary, arxiv_id: str, deadline: float, request: ReadRequest) -> str:
