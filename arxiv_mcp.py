@@ -403,15 +403,12 @@ class RateLimiter:
             yield self._turns
 
     def cooling(self, service: str, turns: _Turns | None = None) -> float:
-        """Seconds until ``service``'s cool-down ends; 0 when it is not cooling down.  ``turns``: the state
-        held by the caller."""
-        if turns is None:
-            with self._state() as turns:
-                return self.cooling(service, turns)
-        return max(0.0, turns.cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
+        """Seconds until ``service``'s cool-down ends, 0 when it is not cooling down (in ``turns``: the caller's)."""
+        with contextlib.nullcontext(turns) if turns is not None else self._state() as held:
+            return max(0.0, held.cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
 
-    def _check_cooling(self, service: str, deadline: float | None, patience: float,
-                       turns: _Turns | None = None) -> float:
+    def _check_cooling(self, service: str, deadline: float | None, patience: float, turns: _Turns | None = None
+                       ) -> float:
         left = self.cooling(service, turns)
         if left > 0 and (left > patience or deadline is not None and self.clock() + left > deadline):
             raise Throttled(left)
@@ -513,8 +510,7 @@ class SharedLimiter(RateLimiter):
         hold such files (from then on, the turns are this process's).  ArxivError when it is held past ``until``."""
         try:
             if self.shared:
-                if not os.path.isdir(self.folder):
-                    os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                os.makedirs(self.folder, mode=0o700, exist_ok=True)
                 if (descriptor := _lock_file(os.path.join(self.folder, name), until, self.clock)) is None:
                     raise ArxivError(_EARLIER_REQUEST, transient=True)
                 return descriptor
@@ -4594,24 +4590,6 @@ class DiskCache:
             if self._total > self.max_bytes:
                 self._total = self._evict()
 
-    @contextlib.contextmanager
-    def one_fetch(self, kind: str, key: str, wait: float) -> Iterator[None]:
-        """Be the one process of those sharing the folder that fetches ``kind`` of ``key``: while another
-        fetches it, wait for it to end (at most ``wait`` seconds; at once when it dies), so that the caller,
-        who looks in the cache inside this, finds what it kept.  Keys share 256 lock files: a rare wait for
-        another download to the same host costs little, since a host serves one request at a time anyway."""
-        slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:2]
-        try:
-            os.makedirs(os.path.join(self.folder, _LOCKS), mode=0o700, exist_ok=True)
-            descriptor = _lock_file(os.path.join(self.folder, _LOCKS, f"fetch-{slot}"), time.monotonic() + wait,
-                                    time.monotonic)
-        except OSError:  # no such lock here: each process fetches what it needs
-            descriptor = None
-        try:
-            yield
-        finally:
-            _unlock_file(descriptor)
-
     def _evict(self) -> int:
         """Delete the least recently used files until the cache fits ``max_bytes`` (with the lock held);
         the bytes left.  The lock files are never deleted: another process may hold one."""
@@ -4630,6 +4608,25 @@ class DiskCache:
                 os.remove(path)
             total -= size
         return total
+
+
+@contextlib.contextmanager
+def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Iterator[None]:
+    """Be the one process of those sharing ``cache``'s folder that fetches ``kind`` of ``key``: while another
+    fetches it, wait for it to end (at most ``wait`` seconds; at once when it dies), so that the caller, who
+    looks in the cache inside this, finds what it kept.  Nothing without a cache.  Keys share 256 lock files: a
+    rare wait for another download costs little, since a host serves one request at a time anyway."""
+    descriptor = None
+    with contextlib.suppress(OSError):  # where the folder holds no such lock, each process fetches what it needs
+        if cache is not None:
+            os.makedirs(os.path.join(cache.folder, _LOCKS), mode=0o700, exist_ok=True)
+            slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:2]
+            descriptor = _lock_file(os.path.join(cache.folder, _LOCKS, f"fetch-{slot}"), time.monotonic() + wait,
+                                    time.monotonic)
+    try:
+        yield
+    finally:
+        _unlock_file(descriptor)
 
 
 # The version of the rules that make a PDF's kept text (its structure pass and converted pages): bump it by hand
@@ -5165,10 +5162,6 @@ class PaperLibrary:
         """The disk cache for a download of ``version``: only a versioned id's, which arXiv never changes."""
         return self.cache if _split_version(version)[1] is not None else None
 
-    def _one_fetch(self, cache: DiskCache | None, kind: str, key: str) -> contextlib.AbstractContextManager:
-        """``cache.one_fetch`` for as long as a call may last; nothing without a cache."""
-        return cache.one_fetch(kind, key, self.settings.deadline) if cache is not None else contextlib.nullcontext()
-
     def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background work."""
         return lambda: waited_for if state.waiting else URGENT_BACKGROUND
@@ -5207,7 +5200,7 @@ class PaperLibrary:
         anything but a LaTeXML article of that version leaves it to the PDF."""
         version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
         cache, text_key = self._cache_for(version), _text_key(version, "html")
-        with self._one_fetch(cache, "html", version):  # another server may be reading it: it is kept then
+        with _one_fetch(cache, "html", version, self.settings.deadline):  # another server may be fetching it
             remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
             # Kept on disk: the parsed text (by these rules), else the page.
             html = _from_record(HtmlPaper, cache.get("text", text_key)) if cache and not remembered else None
@@ -5253,7 +5246,7 @@ class PaperLibrary:
         version = state.paper.arxiv_id if state.paper else state.arxiv_id
         cache = self._cache_for(version)
         try:
-            with self._one_fetch(cache, "pdf", version):
+            with _one_fetch(cache, "pdf", version, self.settings.deadline):
                 pdf = kept = cache.get("pdf", version) if cache is not None else None
                 if pdf is None:
                     with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
@@ -5276,7 +5269,7 @@ class PaperLibrary:
         paper's error; a failure that may pass leaves the paper to be read with metadata kept on disk past
         its time, marked, or with the paper's own (``_own_paper``)."""
         try:
-            with self._one_fetch(self.cache, "meta", state.arxiv_id):
+            with _one_fetch(self.cache, "meta", state.arxiv_id, self.settings.deadline):
                 kept = self.cache.get("meta", state.arxiv_id, _CACHED_TTL) if self.cache is not None else None
                 if (paper := _from_record(Paper, kept)) is None:
                     with self.scheduler.request_turn(self._urgency(state, URGENT_SMALL), url=self.settings.api_url):
