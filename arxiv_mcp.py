@@ -5040,8 +5040,8 @@ class PaperLibrary:
             return fetch_metadata(arxiv_id, deadline=deadline, settings=self.settings, limiter=self.limiter,
                                   patience=0)
 
-    def findable(self, papers: Sequence[str], deadline: float, request: ReadRequest
-                 ) -> tuple[list[Findable], list[str]]:
+    def named_texts(self, papers: Sequence[str], deadline: float, request: ReadRequest
+                    ) -> tuple[list[Findable], list[str]]:
         """The named papers (ids or URLs) read at once, each as one ``find`` reads it, and a line for each that
         cannot be read now (not an id, not found, throttled, past ``deadline``)."""
         def one(text: str) -> Findable | str:
@@ -5639,7 +5639,7 @@ def find_in_papers(papers: Sequence[str] | None, find: str | None, section: str 
         return f"{ERROR} {request}"
     if papers is not None and len(papers) > _FIND_PAPERS:
         return f"{ERROR} `find` searches at most {_FIND_PAPERS} papers at once; {len(papers)} were given."
-    texts, failures = (library.read_texts(), []) if papers is None else library.findable(
+    texts, failures = (library.read_texts(), []) if papers is None else library.named_texts(
         papers, _deadline(library.settings, library.limiter), request)
     hits, counts, _ = find_across(texts, request.words)
     if not counts and not failures:
