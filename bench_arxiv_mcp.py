@@ -99,6 +99,15 @@ def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http
     return server
 
 
+def stand_in_settings(server: http.server.ThreadingHTTPServer, html: http.server.ThreadingHTTPServer | None = None,
+                      min_interval: float = 0.0) -> am.Settings:
+    """Settings that send every request to the stand-in ``server`` (arXiv's HTML to ``html`` when given, as
+    arXiv serves it from a host of its own), with a deadline no measured read meets."""
+    base, html_base = (f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (server, html or server))
+    return am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{html_base}/html/{{id}}",
+                       min_interval=min_interval, deadline=600)
+
+
 # What a clean text never holds: the rules that `--check` applies to the whole corpus and the tests to the small
 # PDFs of testdata/.
 DEBRIS = {
@@ -450,9 +459,7 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
     server's and one that reads a PDF."""
     htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
     server = serve(corpus_answer(pdfs, htmls))
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{base}/html/{{id}}",
-                           min_interval=0, deadline=600)
+    settings = stand_in_settings(server)
 
     def cold(version: str) -> float:
         first = am.parse_html(htmls[version]).text.sections[0]
@@ -648,14 +655,14 @@ def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
         return answer_at
 
     api, html = serve(recorded("export")), serve(recorded("html"), host="127.0.0.2")
-    base, html_base = (f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (api, html))
+    urls = stand_in_settings(api, html)
     print(f"| three stdio servers on one folder, 3 s pace (`{Path(server).name}`) | request starts per host: "
           "smallest gap | overlapping requests | downloads per page | metadata asks per paper | API requests for "
           "three searches 1 s apart under a 429 throttle |\n|---|---|---|---|---|---|")
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {**os.environ, "ARXIV_API_URL": f"{base}/api/query", "ARXIV_PDF_URL": f"{base}/pdf/{{id}}",
-                   "ARXIV_HTML_URL": f"{html_base}/html/{{id}}", "ARXIV_CACHE_DIR": os.path.join(folder, "a"),
+            env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
+                   "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": os.path.join(folder, "a"),
                    "ARXIV_MIN_INTERVAL": "3"}
             seen.clear()
             throttled.clear()
@@ -698,9 +705,7 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
         for name, seconds in costs.items():
             print(f"| {name} | {seconds * 1e3:.3f} |")
         server = serve(corpus_answer(pdfs))
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}",
-                               html_url=f"{base}/html/{{id}}", min_interval=3.0, deadline=600)
+        settings = stand_in_settings(server, min_interval=3.0)
         first = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
         am.read_paper("1111.2011v2", library=first)
         wait_idle(first)
@@ -736,9 +741,7 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
                            {i: d for i, (kind, d) in chosen.items() if kind == "html"})
     asked: list[str] = []
     server = serve(lambda path, query: asked.append(path) or answer(path, query))
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{base}/html/{{id}}",
-                           min_interval=0.0, deadline=600)
+    settings = stand_in_settings(server)
     queries = ["attention", "phase transition", "\"the model\""]
     rows: dict[str, list[float]] = {"warm": [], "after a restart": []}
     with tempfile.TemporaryDirectory() as folder:
@@ -792,9 +795,7 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
         return (feed.encode(), "application/atom+xml") if "search_query" in query else answer(path, query)
 
     api, html = serve(counted), serve(counted, host="127.0.0.2")
-    base, html_base = (f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (api, html))
-    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}",
-                           html_url=f"{html_base}/html/{{id}}", min_interval=3.0, deadline=600)
+    settings = stand_in_settings(api, html, min_interval=3.0)
 
     def session(library: am.PaperLibrary) -> tuple[float, list[str], list[float]]:
         asked.clear()
@@ -872,28 +873,19 @@ def main() -> None:
         return
     if args.check:
         sys.exit(1 if check(pdfs) else 0)
-    if args.html:
-        report_html(pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem})
-        return
-    if args.session:
-        report_session(pdfs, args.runs, args.throttled)
-        return
-    if args.hidden:
-        report_hidden(pdfs, args.runs)
-        return
-    if args.overviews:
-        report_overviews(pdfs)
-        return
-    if args.machine:
-        report_machine(pdfs, args.runs, args.server)
-        return
-    if args.find:
-        report_find_across(pdfs, args.runs)
+    reports = {  # each mode, by its flag: a report of its own, on the stand-in it makes
+        "html": lambda: report_html(pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem}),
+        "session": lambda: report_session(pdfs, args.runs, args.throttled),
+        "hidden": lambda: report_hidden(pdfs, args.runs),
+        "overviews": lambda: report_overviews(pdfs),
+        "machine": lambda: report_machine(pdfs, args.runs, args.server),
+        "find": lambda: report_find_across(pdfs, args.runs),
+    }
+    if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
+        report()
         return
     server = serve(corpus_answer(pdfs), args.latency)
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    settings = am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{base}/html/{{id}}",
-                           min_interval=args.interval, deadline=600)
+    settings = stand_in_settings(server, min_interval=args.interval)
     if args.agent:
         report_agent_session(pdfs, settings, args.runs)
         return
