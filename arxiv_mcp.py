@@ -53,6 +53,7 @@ import itertools
 import json
 import logging
 import math
+import multiprocessing
 import re
 import socket
 import sys
@@ -108,6 +109,7 @@ class Settings:
     cache_mb: float = 200.0  # ARXIV_CACHE_MB: memory budget of that cache
     cache_dir: str = ""  # ARXIV_CACHE_DIR: the server's disk cache ("off": none; empty: ``default_cache_dir()``)
     disk_cache_mb: float = 1024.0  # ARXIV_DISK_CACHE_MB: its size
+    converter_idle: float = 180.0  # ARXIV_CONVERTER_IDLE: seconds without PDF work before the converter exits
     log_level: str = "WARNING"  # ARXIV_LOG_LEVEL: what the server logs to stderr (--verbose: DEBUG)
 
     @property
@@ -4723,7 +4725,9 @@ _SEARCHED_ENTRIES = 2_000
 # answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
 _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
-_IDLE_EXIT = 30.0  # seconds without work before the converter thread exits (the next job starts it again)
+# Seconds a converter process may take over one job (a structure pass, a page) before MuPDF is taken to hang on
+# the PDF: the process is ended and that paper's text fails, so that other papers go on.
+_JOB_LIMIT = 300.0
 
 
 _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
@@ -4732,7 +4736,7 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 @dataclass(eq=False)
 class _PaperState:
     """One paper from its first request on, shared by every caller: changed only with the
-    scheduler's condition held, and ``doc`` only by the converter thread."""
+    scheduler's condition held."""
 
     arxiv_id: str
     source: str = "auto"  # where its text comes from (``SOURCES``)
@@ -4756,7 +4760,6 @@ class _PaperState:
     read_on: set[int] = dataclasses.field(default_factory=set)  # pages a section runs on to
     waiting: int = 0  # callers waiting on it
     listeners: list[Progress] = dataclasses.field(default_factory=list)
-    doc: Any = None  # the open PDF while it has pages to convert
     forgotten: bool = False  # evicted from the cache: its PDF work stops
     texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)  # ``_text``'s
 
@@ -4785,14 +4788,137 @@ def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
 
 
-def _kept_text(state: _PaperState, part: str, kind: type) -> Any:
+def _kept_text(kept: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
     """A part of a paper's PDF text (its structure, a page) kept on disk by these rules, or None."""
-    return _from_record(kind, state.kept[0].get("text", _text_key(state.kept[1], part))) if state.kept else None
+    return _from_record(kind, kept[0].get("text", _text_key(kept[1], part))) if kept else None
 
 
-def _keep_text(state: _PaperState, part: str, value: Any) -> None:
+def _keep_text(state: _PaperState, part: str, record: bytes) -> None:
     if state.kept:
-        state.kept[0].put("text", _text_key(state.kept[1], part), _record(value))
+        state.kept[0].put("text", _text_key(state.kept[1], part), record)
+
+
+class Converter:
+    """MuPDF's work on papers' PDFs, in this process, one job at a time: a paper's PDF (by the key it is sent
+    with) is opened by its first job and stays open for its pages until ``close``.  Each job answers a record
+    (``_record``), as the disk cache keeps it.  The server runs one in a child process (``ConverterProcess``)."""
+
+    def __init__(self) -> None:
+        self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
+        self._docs: dict[Any, pymupdf.Document] = {}
+
+    def holds(self, key: Any) -> bool:
+        """Whether the PDF of ``key`` is open."""
+        return key in self._docs
+
+    def _doc(self, key: Any, pdf: bytes | None) -> "pymupdf.Document":
+        if key not in self._docs:
+            with _PDF_LOCK:
+                self._docs[key] = _open_pdf(pdf or b"")
+        return self._docs[key]
+
+    def structure(self, key: Any, pdf: bytes | None) -> bytes:
+        """``read_structure``'s record; ``pdf`` may be None once the PDF of ``key`` is open."""
+        return _record(read_structure(self._doc(key, pdf)))
+
+    def page(self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None) -> bytes:
+        """``convert_page``'s record of page ``page``."""
+        doc = self._doc(key, pdf)
+        with _PDF_LOCK:
+            converted = self.convert_page(doc, page, hidden)
+        return _record(converted)
+
+    def close(self, key: Any) -> None:
+        """Close the PDF of ``key`` (a close that fails is not tried again)."""
+        if (doc := self._docs.pop(key, None)) is not None:
+            with _PDF_LOCK:
+                doc.close()
+
+    def stop(self) -> None:
+        for key in list(self._docs):
+            self.close(key)
+
+
+def _converter_main(connection: Any, make: Callable[[], Converter]) -> None:
+    """A converter process: each job the server sends, ``(name, key, arguments)``, answered with ``(record,
+    None)`` or ``(None, (message, transient))``, until the server is gone."""
+    os.dup2(2, 1)  # stdout is the server's MCP channel: what MuPDF or pymupdf4llm print goes to stderr
+    converter = make()
+    while True:
+        try:
+            name, key, arguments = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            connection.send((getattr(converter, name)(key, *arguments), None))
+        except Exception as error:
+            failure = _as_arxiv_error(error, "The PDF could not be read (an internal error).")
+            connection.send((None, (str(failure), failure.transient)))
+
+
+class ConverterProcess:
+    """A ``Converter`` in a child process, started by the first job (``multiprocessing``'s spawn, the same on
+    every system): MuPDF, the layout model and their memory live there, and this process's interpreter stays free
+    for answers while pages convert.  ``stop`` ends it (the scheduler does when idle); the next job starts another.
+    A job the process dies on, or does not answer within ``_JOB_LIMIT``, fails alone (ArxivError) and the process
+    is replaced: a PDF that makes MuPDF abort costs its paper only.  Used by one thread at a time."""
+
+    def __init__(self, make: Callable[[], Converter] = Converter) -> None:
+        self.make = make  # what the process does the jobs with: importable by name (spawn pickles it so)
+        self.process: Any = None  # the running process, or None
+        self._connection: Any = None
+        self._open: set[Any] = set()  # the keys whose PDF the process holds open
+
+    def holds(self, key: Any) -> bool:
+        return key in self._open
+
+    def structure(self, key: Any, pdf: bytes | None) -> bytes:
+        return self._job("structure", key, self._pdf_for(key, pdf))
+
+    def page(self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None) -> bytes:
+        return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
+
+    def close(self, key: Any) -> None:
+        if key in self._open and self.process.is_alive():
+            self._open.discard(key)
+            self._job("close", key)
+
+    def _pdf_for(self, key: Any, pdf: bytes | None) -> bytes | None:
+        """``pdf`` to send with a job, or None when the process holds it open; a process is started if none runs
+        (the first job, or the last process was killed)."""
+        if self.process is None or not self.process.is_alive():
+            self.stop()
+            context = multiprocessing.get_context("spawn")
+            self._connection, child = context.Pipe()
+            self.process = context.Process(target=_converter_main, args=(child, self.make), name="arxiv-converter",
+                                           daemon=True)
+            self.process.start()
+            child.close()  # the process's end: its death ends the pipe
+        opened = key in self._open
+        self._open.add(key)
+        return None if opened else pdf
+
+    def _job(self, name: str, key: Any, *arguments: Any) -> Any:
+        try:
+            self._connection.send((name, key, arguments))
+            if not self._connection.poll(_JOB_LIMIT):
+                raise TimeoutError
+            record, failure = self._connection.recv()
+        except (EOFError, OSError):  # TimeoutError is one
+            log.warning("the converter stopped on a PDF; a new one starts with the next job")
+            self.stop()
+            raise ArxivError("This PDF stopped the converter (MuPDF failed on it): its text cannot be read.") from None
+        if failure is not None:
+            raise ArxivError(failure[0], transient=failure[1])
+        return record
+
+    def stop(self) -> None:
+        """End the process (idle, or dead, or hung on a job); its open PDFs go with it."""
+        if self.process is not None:
+            self._connection.close()
+            self.process.kill()
+            self.process.join()
+        self.process, self._open = None, set()
 
 
 class Scheduler:
@@ -4817,11 +4943,11 @@ class Scheduler:
     it for what the jobs make.
     """
 
-    def __init__(self, max_pages: Callable[[], int], needed: Callable[[_PaperState], set[int]],
+    def __init__(self, settings: Callable[[], Settings], needed: Callable[[_PaperState], set[int]],
                  downloading: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic):
-        self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
+        self.converter: Converter | ConverterProcess = Converter()  # the server's runs in a process of its own
         self.changed = threading.Condition()
-        self.max_pages = max_pages  # the full text's pages (the library's settings can change)
+        self.settings = settings  # the library's (they can change): the full text's pages, the idle exit
         self.needed = needed  # the pages that a paper's waiting callers need
         self.downloading = downloading  # whether a caller waits for a PDF still downloading
         self.clock = clock
@@ -4852,18 +4978,18 @@ class Scheduler:
     def _job_for(self, state: _PaperState) -> tuple[tuple[int, ...], Callable[[], None]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
         if state.forgotten or state.text_error is not None or state.pdf is None:
-            return ((JOB_CLOSE,), lambda: self._close(state)) if state.doc is not None else None
+            return ((JOB_CLOSE,), lambda: self._close(state)) if self.converter.holds(state.key) else None
         if not state.structured:
             return (JOB_STRUCTURE, -self._order_of(state)), lambda: self._structure(state)
         wanted = sorted(page for page in self.needed(state) if page not in state.pages)
         if wanted:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(state, wanted[0])
-        rest = [page for page in state.full_pages(self.max_pages()) if page not in state.pages]
+        rest = [page for page in state.full_pages(self.settings().max_pages) if page not in state.pages]
         # A page nobody waits for is not begun while a caller waits for a download: its structure pass goes next.
         # A paper read from HTML converts only the pages of the images asked for.
         if rest and state.html is None and state in self._recent and not self.downloading():
             return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
-        return ((JOB_CLOSE,), lambda: self._close(state)) if state.doc is not None else None
+        return ((JOB_CLOSE,), lambda: self._close(state)) if self.converter.holds(state.key) else None
 
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
@@ -4876,7 +5002,7 @@ class Scheduler:
             if job is not None:
                 jobs.append((job[0], state, job[1]))
             elif not state.loading and (state.forgotten or state.text_error is not None or state.structured and (
-                    state.html is not None or all(page in state.pages for page in state.full_pages(self.max_pages())))):
+                    state.html is not None or set(state.full_pages(self.settings().max_pages)) <= state.pages.keys())):
                 self._papers.remove(state)
         return min(jobs, key=lambda job: job[0])[1:] if jobs else None
 
@@ -4884,48 +5010,40 @@ class Scheduler:
         while True:
             with self.changed:
                 while (job := self._next_job()) is None:
-                    if not self.changed.wait(_IDLE_EXIT) and self._next_job() is None:
+                    if not self.changed.wait(self.settings().converter_idle) and self._next_job() is None:
+                        self.converter.stop()  # its memory goes back: the next job starts it again
                         self._thread = None
                         return
             state, action = job
             try:
                 action()
             except Exception as error:  # never tried again: it costs its paper's text, and the thread goes on
-                _log_unexpected(error)
                 with self.changed:
-                    state.text_error = state.text_error or ArxivError("The PDF could not be read (an internal error).")
+                    state.text_error = state.text_error or _as_arxiv_error(
+                        error, "The PDF could not be read (an internal error).")
             with self.changed:
                 self.changed.notify_all()
 
     def _structure(self, state: _PaperState) -> None:
-        """Open the PDF once and read its structure (``read_structure``); it stays open for its pages.  A
-        structure kept on disk is read instead, with no PDF opened (nor pymupdf imported)."""
-        doc = None
+        """Read the PDF's structure (``read_structure``); the converter keeps it open for its pages."""
         try:
-            structure = _kept_text(state, "structure", Structure)
-            if structure is None:
-                with _PDF_LOCK:
-                    doc = _open_pdf(state.pdf)
-                structure = read_structure(doc)
-                _keep_text(state, "structure", structure)
+            record = self.converter.structure(state.key, state.pdf)
+            structure = _from_record(Structure, record)
         except Exception as error:
             with self.changed:
                 state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
-                state.doc = doc  # its next job closes it
             return
+        _keep_text(state, "structure", record)
         with self.changed:
-            state.doc, state.structure = doc, structure
+            state.structure = structure
 
     def _convert(self, state: _PaperState, page: int) -> None:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its raw
         text is never kept."""
-        if (converted := _kept_text(state, f"page {page}", PageMarkdown)) is None:
-            with _PDF_LOCK:
-                if state.doc is None:
-                    state.doc = _open_pdf(state.pdf)
-                converted = self.convert_page(state.doc, page, state.structure.hidden_on(page))
-            if not converted.fallback:
-                _keep_text(state, f"page {page}", converted)
+        if (converted := _kept_text(state.kept, f"page {page}", PageMarkdown)) is None:
+            record = self.converter.page(state.key, state.pdf, page, state.structure.hidden_on(page))
+            if not (converted := _from_record(PageMarkdown, record)).fallback:
+                _keep_text(state, f"page {page}", record)
         with self.changed:
             state.pages[page], state.regions[page] = converted.markdown, converted.regions
             listeners, count = list(state.listeners), state.structure.page_count
@@ -4935,10 +5053,7 @@ class Scheduler:
 
     def _close(self, state: _PaperState) -> None:
         """Close the PDF of a paper with no work left (it is opened again if pages are asked for)."""
-        with _PDF_LOCK:
-            doc, state.doc = state.doc, None  # a close that fails is not tried again
-            if doc is not None:
-                doc.close()
+        self.converter.close(state.key)
 
     @contextlib.contextmanager
     def request_turn(self, urgency: Callable[[], int], deadline: float | None = None, *,
@@ -4993,7 +5108,7 @@ class PaperLibrary:
         self.settings = settings or SETTINGS
         self.limiter = limiter or LIMITER
         self.cache = cache  # the server's disk cache (``main`` turns it on); None: nothing is written
-        self.scheduler = Scheduler(lambda: self.settings.max_pages, self._wanted_pages, self._downloading,
+        self.scheduler = Scheduler(lambda: self.settings, self._wanted_pages, self._downloading,
                                    self.limiter.clock)
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s) and one
         # from the HTML are two texts.
@@ -5253,10 +5368,12 @@ class PaperLibrary:
                         pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
                     if cache is not None:
                         cache.put("pdf", version, pdf)
+            keeping = (cache, version) if cache is not None else None
+            structure = _kept_text(keeping, "structure", Structure)  # here: an overview never waits for the converter
             with changed:
-                state.pdf = pdf
+                state.pdf, state.kept = pdf, keeping
                 state.from_disk = state.from_disk or kept is not None and state.html is None
-                state.kept = (cache, version) if cache is not None else None
+                state.structure = structure or state.structure
                 self.scheduler.add(state)  # the structure pass and pages go on while the metadata waits its turn
         except Exception as error:
             with changed:
@@ -5802,8 +5919,9 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
 
 
 def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
-    """Give the server's library what the plain functions never use: the disk cache, and on its folder the
-    machine's one limiter, shared by every server that uses the folder (``SharedLimiter``)."""
+    """Give the server's library what the plain functions never use: a converter process, the disk cache, and on
+    its folder the machine's one limiter, shared by every server that uses the folder (``SharedLimiter``)."""
+    library.scheduler.converter = ConverterProcess()
     library.cache = DiskCache.open(settings)
     if library.cache is None:
         log.info("arXiv's rate limit is kept per process: the disk cache is off")

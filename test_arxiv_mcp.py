@@ -1413,7 +1413,7 @@ def paced_conversion(monkeypatch, env, page_once):
         delivered.append(page)
         return page_once(doc, page)
 
-    monkeypatch.setattr(env.library.scheduler, "convert_page", convert)  # this library's only
+    monkeypatch.setattr(env.library.scheduler.converter, "convert_page", convert)  # this library's only
     env.teardown.append(lambda: [step.release() for _ in range(1_000)])
     return step, delivered
 
@@ -1521,7 +1521,7 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
 
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
-    scheduler = am.Scheduler(lambda: 30, needed=lambda state: state.read_on)
+    scheduler = am.Scheduler(am.Settings, needed=lambda state: state.read_on)
     states = [am._PaperState(f"2101.0000{n}", pdf=b"%PDF-", loading=False, structure=am.Structure(5))
               for n in range(1, 4)]
     for state in states:
@@ -1536,7 +1536,7 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
 
 
 def test_arxiv_requests_take_turns_by_urgency_then_age():
-    scheduler, order, holding = am.Scheduler(lambda: 30, needed=lambda state: set()), [], threading.Event()
+    scheduler, order, holding = am.Scheduler(am.Settings, needed=lambda state: set()), [], threading.Event()
 
     def request(name, urgency):
         with scheduler.request_turn(lambda: urgency):
@@ -1624,7 +1624,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
         release.wait(10)
         return page_once(doc, page)
 
-    monkeypatch.setattr(env.library.scheduler, "convert_page", slow_convert)
+    monkeypatch.setattr(env.library.scheduler.converter, "convert_page", slow_convert)
     monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))  # metadata arrives well before
     # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
     monkeypatch.setattr(env.library.limiter, "interval", 0)
@@ -1740,7 +1740,7 @@ def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkey
         attempts.append(page)
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(env.library.scheduler, "convert_page", broken)
+    monkeypatch.setattr(env.library.scheduler.converter, "convert_page", broken)
     monkeypatch.setattr(env.library, "settings", am.Settings(deadline=5))  # a job retried forever fails, not hangs
     monkeypatch.setattr(env.library.limiter, "interval", 0)  # the deadline runs on the fake clock
     answer = call(paper="1111.2011v2", section="full")
@@ -1749,6 +1749,121 @@ def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkey
     assert attempts == [1]
     assert "## Abstract" in call(paper="1111.2011v2")  # the metadata and abstract still answer
 
+
+
+# ---------------------------------------------------------------------------
+# The converter process: its stand-ins are importable by name, as spawn needs them
+# ---------------------------------------------------------------------------
+
+
+def quick_page(doc, page, hidden=None):
+    """A page at once, with no layout model: its text layer."""
+    return am.PageMarkdown(am._pdf_page(doc, page).get_text())
+
+
+def hold_the_interpreter():
+    """Busy for a second or two in C code that keeps the GIL throughout (a regular expression's backtracking), as
+    MuPDF and the layout model keep it for long stretches."""
+    re.fullmatch(r"(a|aa)*c", "a" * 36)
+
+
+class QuickConverter(am.Converter):
+    """The converter process's stand-in: each page its text layer at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.convert_page = quick_page
+
+
+class DyingConverter(QuickConverter):
+    """1111.2011v2's pages end the process, as a PDF that makes MuPDF abort would."""
+
+    def page(self, key, pdf, page, hidden):
+        if key[0] == "1111.2011v2":
+            os._exit(3)
+        return super().page(key, pdf, page, hidden)
+
+
+class BusyConverter(am.Converter):
+    """The converter process's stand-in: each page holds its interpreter for a second or two, then is its text
+    layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.convert_page = lambda doc, page, hidden: hold_the_interpreter() or quick_page(doc, page)
+
+
+def converter_process(library, make):
+    library.scheduler.converter = am.ConverterProcess(make)
+    return library.scheduler.converter
+
+
+def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypatch):
+    process = converter_process(html_env.library, DyingConverter)
+    html_env.teardown.append(process.stop)
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
+    assert "## Sections" in call(paper="1111.2011v2")  # its structure pass went well
+    first = process.process.pid
+    answer = call(paper="1111.2011v2", section="V")
+    assert answer.endswith("## Full Text (PDF)\nThe full text is unavailable: This PDF stopped the converter "
+                           "(MuPDF failed on it): its text cannot be read."), answer  # the metadata stays
+    assert process.process is None and process._open == set()
+    text = call(paper="2203.00274v2", section="full")  # the next paper: a new converter
+    assert "Benchmark" in text and "unavailable" not in text
+    assert process.process.pid != first
+    assert call(paper="1111.2011v2", section="V") == answer, "the paper that killed it is not tried again"
+
+
+def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
+    """A page that holds the converter's interpreter for a second or two delays no warm answer of the server: the
+    page runs in the process.  (In the server's process it would, by up to its whole hold.)"""
+    process = converter_process(html_env.library, BusyConverter)
+    html_env.teardown.append(process.stop)
+    assert "## Sections" in call(paper="2203.00274v2")  # from the HTML
+    call(paper="1111.2011v2")  # its pages now convert in the background, a second each
+    wait_for(lambda: html_env.library._states[("1111.2011v2", "auto")].pages, what="a page")
+    times = []
+    for _ in range(25):  # 0.1 s apart, as an agent's calls come, over at least one page's hold
+        asked = time.perf_counter() + 0.1
+        time.sleep(0.1)  # (the interpreter is taken back at its end: a stall would fall here)
+        assert "## 3" in call(paper="2203.00274v2", section="3")
+        times.append(time.perf_counter() - asked)
+    assert max(times) < 0.3, times
+    assert len(html_env.library._states[("1111.2011v2", "auto")].pages) < 8, "the background work went on meanwhile"
+
+
+def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkeypatch):
+    process = converter_process(html_env.library, QuickConverter)
+    html_env.teardown.append(process.stop)
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", converter_idle=1.0, deadline=600))
+    assert "Benchmark" in call(paper="2203.00274v2", section="full")
+    first = process.process
+    wait_for(lambda: process.process is None, what="the idle converter to exit")
+    assert not first.is_alive() and not html_env.library.scheduler.has_work()
+    assert "Quantum" in call(paper="1111.2011v2", section="full")
+    assert process.process.pid != first.pid, "a new converter"
+
+
+def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(html_env, tmp_path):
+    html_env.feeds["1111.2011v2"] = ATOM_1111
+    first = library_with_cache(html_env, tmp_path / "cache")
+    first.settings = am.Settings(max_pages=1, deadline=600)  # one page converted: the restart converts the rest
+    for paper in ("2203.00274v2", "1111.2011v2"):
+        am.read_paper(paper, library=first)
+    wait_for(lambda: not first.scheduler.has_work(), what="the first server's work")
+    asked = len(html_env.urls)
+    again = library_with_cache(html_env, tmp_path / "cache")
+    process = converter_process(again, BusyConverter)
+    html_env.teardown.append(process.stop)
+    times = []
+    for paper in ("1111.2011v2", "2203.00274v2", "1111.2011v2", "2203.00274v2"):
+        started = time.perf_counter() + 0.1
+        time.sleep(0.1)  # (a stall behind the converter would fall here)
+        assert "kept on disk." in am.read_paper(paper, library=again)
+        times.append(time.perf_counter() - started)
+    assert max(times) < 0.3, times
+    assert len(html_env.urls) == asked and process.process is not None, "the background conversion began"
+    assert len(again._states[("1111.2011v2", "auto")].pages) < 8
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -2827,7 +2942,7 @@ def test_an_id_without_a_version_reads_the_html_of_the_latest_version(html_env):
 
 
 def test_a_request_to_one_host_never_waits_behind_another_hosts():
-    scheduler, order, holding = am.Scheduler(lambda: 30, needed=lambda state: set()), [], threading.Event()
+    scheduler, order, holding = am.Scheduler(am.Settings, needed=lambda state: set()), [], threading.Event()
 
     def request(name, url):
         with scheduler.request_turn(lambda: am.URGENT_SMALL, url=url):
@@ -2989,14 +3104,14 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     assert len(html_env.urls) == asked, "after a restart: no request at all"
     assert "from arXiv's HTML, kept on disk." in html and "from the PDF, kept on disk." in pdf
     converted = []
-    again.scheduler.convert_page = lambda doc, page, hidden: (converted.append(page)
+    again.scheduler.converter.convert_page = lambda doc, page, hidden: (converted.append(page)
                                                              or am.convert_page(doc, page, hidden))
     assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=again)
     assert converted == [], "the pages converted before the restart are read from the disk"
     # Text kept by other rules (a bumped _TEXT_FORMAT, another pymupdf) is never read: the pages convert again.
     monkeypatch.setattr(am, "_TEXT_FORMAT", am._TEXT_FORMAT + 1)
     newer = library_with_cache(html_env, tmp_path / "cache")
-    newer.scheduler.convert_page = lambda doc, page, hidden: (converted.append(page)
+    newer.scheduler.converter.convert_page = lambda doc, page, hidden: (converted.append(page)
                                                              or am.convert_page(doc, page, hidden))
     assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=newer)
     assert converted and len(html_env.urls) == asked, "converted again from the kept PDF"
@@ -3025,7 +3140,8 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
             "for paper in ('2203.00274v2', '1111.2011v2'):\n"  # (stdout is stderr while a page converts)
             "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
             "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
-            "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules}')\n")
+            "converter = am.LIBRARY.scheduler.converter.process is not None\n"
+            "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n")
     runs, environment = [], server_environment(base, tmp_path)
     try:
         for _ in range(2):
@@ -3037,8 +3153,9 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
         server.shutdown()
     assert runs[0][0] == ["/html/2203.00274v2", "/api/query", "/html/1111.2011v2", "/pdf/1111.2011v2", "/api/query"]
     assert runs[1][0] == [] and runs[1][1].count("kept on disk") == 2, runs[1][1]
-    # The PDF's structure and pages were kept: the second process never converts, nor imports pymupdf.
-    assert runs[0][1].endswith("pymupdf True") and runs[1][1].endswith("pymupdf False")
+    # The server never imports pymupdf: its converter process does.  The PDF's structure and pages were kept: the
+    # second server never starts one.
+    assert runs[0][1].endswith("pymupdf False converter True") and runs[1][1].endswith("pymupdf False converter False")
 
 
 def test_a_disk_cache_of_0_mb_is_off():
