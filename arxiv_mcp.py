@@ -4807,6 +4807,11 @@ class Converter:
         self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
         self._docs: dict[Any, pymupdf.Document] = {}
 
+    running = True  # ready for a job: ``start`` has nothing to do
+
+    def start(self) -> None:
+        pass
+
     def holds(self, key: Any) -> bool:
         """Whether the PDF of ``key`` is open."""
         return key in self._docs
@@ -4843,6 +4848,8 @@ def _converter_main(connection: Any, make: Callable[[], Converter]) -> None:
     """A converter process: each job the server sends, ``(name, key, arguments)``, answered with ``(record,
     None)`` or ``(None, (message, transient))``, until the server is gone."""
     os.dup2(2, 1)  # stdout is the server's MCP channel: what MuPDF or pymupdf4llm print goes to stderr
+    import pymupdf  # noqa: F401  (a second or more: at once, while the first PDF downloads)
+
     converter = make()
     while True:
         try:
@@ -4879,14 +4886,17 @@ class ConverterProcess:
         return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
 
     def close(self, key: Any) -> None:
-        if key in self._open and self.process.is_alive():
+        if key in self._open and self.running:
             self._open.discard(key)
             self._job("close", key)
 
-    def _pdf_for(self, key: Any, pdf: bytes | None) -> bytes | None:
-        """``pdf`` to send with a job, or None when the process holds it open; a process is started if none runs
-        (the first job, or the last process was killed)."""
-        if self.process is None or not self.process.is_alive():
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+    def start(self) -> None:
+        """Start a process unless one runs (none yet, or the last one was killed)."""
+        if not self.running:
             self.stop()
             context = multiprocessing.get_context("spawn")
             self._connection, child = context.Pipe()
@@ -4894,6 +4904,11 @@ class ConverterProcess:
                                            daemon=True)
             self.process.start()
             child.close()  # the process's end: its death ends the pipe
+
+    def _pdf_for(self, key: Any, pdf: bytes | None) -> bytes | None:
+        """``pdf`` to send with a job, or None when the process holds it open (in a process started if none
+        runs)."""
+        self.start()
         opened = key in self._open
         self._open.add(key)
         return None if opened else pdf
@@ -4991,6 +5006,10 @@ class Scheduler:
             return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(state, rest[0])
         return ((JOB_CLOSE,), lambda: self._close(state)) if self.converter.holds(state.key) else None
 
+    def _pdf_coming(self) -> bool:
+        """Whether a paper's PDF is downloading for the converter."""
+        return any(s.pdf_wanted and s.pdf is None and s.text_error is None and not s.forgotten for s in self._papers)
+
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
 
@@ -5010,10 +5029,16 @@ class Scheduler:
         while True:
             with self.changed:
                 while (job := self._next_job()) is None:
-                    if not self.changed.wait(self.settings().converter_idle) and self._next_job() is None:
+                    if self._pdf_coming() and not self.converter.running:
+                        break
+                    if not self.changed.wait(self.settings().converter_idle) and self._next_job() is None \
+                            and not self._pdf_coming():
                         self.converter.stop()  # its memory goes back: the next job starts it again
                         self._thread = None
                         return
+            if job is None:
+                self.converter.start()  # while a PDF downloads: the converter is ready when it arrives
+                continue
             state, action = job
             try:
                 action()
@@ -5364,6 +5389,8 @@ class PaperLibrary:
             with _one_fetch(cache, "pdf", version, self.settings.deadline):
                 pdf = kept = cache.get("pdf", version) if cache is not None else None
                 if pdf is None:
+                    with changed:
+                        self.scheduler.add(state)  # the converter starts while the PDF downloads
                     with self.scheduler.request_turn(self._urgency(state, URGENT_PDF), url=self.settings.pdf_url):
                         pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
                     if cache is not None:

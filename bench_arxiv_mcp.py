@@ -9,6 +9,7 @@
     uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by: sizes, rows that show a sentence
     uv run bench_arxiv_mcp.py --machine  # three stdio servers on one cache folder: one client to arXiv
     uv run bench_arxiv_mcp.py --find  # `find` over the 50 papers read, warm and after a restart
+    uv run bench_arxiv_mcp.py --stalls  # answers beside background PDF work and after a restart; memory
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -773,6 +774,89 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
     print(f"| peak of Python's allocations during one search after a restart | {peak / 1e6:.1f} MB | |")
 
 
+def with_server(env: dict[str, str], server: str, work: Callable) -> object:
+    """``await work(session, process)`` against a fresh stdio server (``process``: its psutil.Process)."""
+    import psutil
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def main() -> object:
+        params = StdioServerParameters(command=sys.executable, args=[server], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    process = next(p for p in psutil.Process().children(recursive=True)
+                                   if server in " ".join(p.cmdline()))
+                    return await work(session, process)
+
+    return asyncio.run(main())
+
+
+async def timed_call(session, **arguments: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    text = (await session.call_tool("arxiv", arguments)).content[0].text
+    return time.perf_counter() - start, text
+
+
+def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
+    """Issue 34: a stdio server (``server``, this checkout's by default) reads an HTML paper, then the overview of
+    the 64-page PDF, and while that PDF downloads, has its structure pass, loads the layout model and converts in
+    the background, the HTML paper's section is read 30 times, 0.1 s apart; the server process's RSS with HTML
+    only, its peak meanwhile, and once the converter has exited (ARXIV_CONVERTER_IDLE=5).  Then a server reads
+    four overviews and stops at once, and a restarted one on its cache folder reads them again."""
+    import tempfile
+
+    htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
+    stand_in = serve(corpus_answer(pdfs, htmls))
+    urls = stand_in_settings(stand_in)
+    long_id, html_id = "2502.21088v1", "2203.00274v2"
+    again_ids = [html_id, "2508.08468v6", "1111.2011v2", long_id]
+
+    async def beside(session, process) -> tuple[list[float], float, float, float]:
+        rss = lambda: process.memory_info().rss / 1e6  # noqa: E731
+        await session.call_tool("arxiv", {"paper": html_id, "section": "3"})
+        html_only, reads = rss(), []
+        overview = asyncio.create_task(timed_call(session, paper=long_id))
+        peak = html_only
+        for _ in range(30):
+            await asyncio.sleep(0.1)
+            reads.append((await timed_call(session, paper=html_id, section="3"))[0])
+            peak = max(peak, rss())
+        await overview
+        while any("spawn_main" in " ".join(c.cmdline()) for c in process.children()):  # the converter's work, idle exit
+            peak = max(peak, rss())
+            await asyncio.sleep(0.2)
+        return reads, html_only, peak, rss()
+
+    async def overviews(session, process) -> list[float]:
+        return [(await timed_call(session, paper=i))[0] for i in again_ids]
+
+    print(f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / worst | server RSS: "
+          "HTML only / peak while the PDF converts / after the converter exits | overviews after a restart "
+          f"({', '.join(again_ids)}) |\n|---|---|---|---|")
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
+                   "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": folder, "ARXIV_MIN_INTERVAL": "0",
+                   "ARXIV_CONVERTER_IDLE": "5"}
+            reads, html_only, peak, after = with_server(env, server, beside)
+            env["ARXIV_CACHE_DIR"] = os.path.join(folder, "again")
+            with_server(env, server, overviews)  # read, then stopped at once: most pages unconverted
+            again = with_server(env, server, overviews)
+        p95 = statistics.quantiles(reads, n=20)[-1]
+        print(f"| {run + 1} | {statistics.median(reads) * 1e3:.0f} / {p95 * 1e3:.0f} / {max(reads) * 1e3:.0f} ms | "
+              f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB | {' / '.join(f'{s * 1e3:.0f}' for s in again)} ms |")
+    stand_in.shutdown()
+    converter, key = am.ConverterProcess(), ("1111.2011v2", "pdf")
+    first = timed(converter.structure, key, pdfs["1111.2011v2"])[0]
+    warm = timed(converter.structure, ("again", "pdf"), pdfs["1111.2011v2"])[0]
+    started = timed(converter.page, key, None, 1, None)[0]
+    converter.stop()
+    print(f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second {warm:.2f} s; its first "
+          f"page (the layout model loads) {started:.2f} s | | | |")
+
+
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
@@ -858,8 +942,10 @@ def main() -> None:
                         help="only three stdio servers on one cache folder, and what a shared turn costs (issue 31)")
     parser.add_argument("--find", action="store_true",
                         help="only `find` over the 50 papers read, warm and after a restart (issue 32)")
+    parser.add_argument("--stalls", action="store_true",
+                        help="only answers beside background PDF work, after a restart, and memory (issue 34)")
     parser.add_argument("--server", default=str(HERE / "arxiv_mcp.py"),
-                        help="with --machine: the server script to start (another checkout's, to compare)")
+                        help="with --machine or --stalls: the server script to start (another checkout's, to compare)")
     parser.add_argument("--throttled", action="store_true",
                         help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
     args = parser.parse_args()
@@ -880,6 +966,7 @@ def main() -> None:
         "overviews": lambda: report_overviews(pdfs),
         "machine": lambda: report_machine(pdfs, args.runs, args.server),
         "find": lambda: report_find_across(pdfs, args.runs),
+        "stalls": lambda: report_stalls(pdfs, args.runs, args.server),
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()

@@ -1844,6 +1844,26 @@ def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkey
     assert process.process.pid != first.pid, "a new converter"
 
 
+def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
+    process = converter_process(env.library, QuickConverter)
+    env.teardown.append(process.stop)
+    release, real = threading.Event(), urllib.request.urlopen
+
+    def slow_pdfs(request, timeout=None):
+        if "/pdf/" in request.full_url:
+            release.wait(10)
+        return real(request, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", slow_pdfs)
+    reader = threading.Thread(target=call, kwargs={"paper": "1111.2011v2"})
+    reader.start()
+    wait_for(lambda: process.running, what="the converter to start")
+    assert not release.is_set() and env.library._states[("1111.2011v2", "auto")].pdf is None
+    release.set()
+    reader.join(10)
+    assert "V Discussion" in call(paper="1111.2011v2", section="V")
+
+
 def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(html_env, tmp_path):
     html_env.feeds["1111.2011v2"] = ATOM_1111
     first = library_with_cache(html_env, tmp_path / "cache")
