@@ -4851,16 +4851,15 @@ def _converter_main(connection: Any, make: Callable[[], Converter]) -> None:
     import pymupdf  # noqa: F401  (a second or more: at once, while the first PDF downloads)
 
     converter = make()
-    while True:
-        try:
+    with contextlib.suppress(EOFError, OSError):  # the server is gone
+        while True:
             name, key, arguments = connection.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            connection.send((getattr(converter, name)(key, *arguments), None))
-        except Exception as error:
-            failure = _as_arxiv_error(error, "The PDF could not be read (an internal error).")
-            connection.send((None, (str(failure), failure.transient)))
+            try:
+                answer = getattr(converter, name)(key, *arguments), None
+            except Exception as error:
+                failure = _as_arxiv_error(error, "The PDF could not be read (an internal error).")
+                answer = None, (str(failure), failure.transient)
+            connection.send(answer)
 
 
 class ConverterProcess:

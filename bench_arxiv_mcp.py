@@ -261,7 +261,6 @@ def agent_session(pdfs: dict[str, bytes], settings: am.Settings, library: am.Pap
     then the next paper, with no pause and one server (library) for the whole session, so that earlier papers'
     background conversions go on beneath the later calls.  Seconds per paper: the overview, and the overview and
     first section."""
-    library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
     seconds: dict[str, dict[str, float]] = {}
     for arxiv_id in pdfs:
         overview_seconds, overview = timed(am.read_paper, arxiv_id, library=library)
@@ -385,10 +384,12 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
+            library.scheduler.converter = am.ConverterProcess()  # as the server's (``use_the_machine``)
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
                     samples.setdefault(name, {}).setdefault(arxiv_id, []).append(value)
             wait_idle(library)
+            library.scheduler.converter.stop()
         for name, per_paper in samples.items():
             medians = {i: statistics.median(v) for i, v in per_paper.items()}
             ratio = statistics.median(medians[i] / bases[i] for i in medians)
@@ -814,39 +815,44 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     again_ids = [html_id, "2508.08468v6", "1111.2011v2", long_id]
 
     async def beside(session, process) -> tuple[list[float], float, float, float]:
-        rss = lambda: process.memory_info().rss / 1e6  # noqa: E731
+        def rss() -> float:  # of the server, and of its converter if it has one
+            converter = sum(c.memory_info().rss for c in process.children() if "spawn_main" in " ".join(c.cmdline()))
+            peaks[1] = max(peaks[1], converter / 1e6)
+            return process.memory_info().rss / 1e6
+
         await session.call_tool("arxiv", {"paper": html_id, "section": "3"})
-        html_only, reads = rss(), []
+        peaks, reads = [0.0, 0.0], []  # the server's, its converter's
+        html_only = peaks[0] = rss()
         overview = asyncio.create_task(timed_call(session, paper=long_id))
-        peak = html_only
         for _ in range(30):
             await asyncio.sleep(0.1)
             reads.append((await timed_call(session, paper=html_id, section="3"))[0])
-            peak = max(peak, rss())
+            peaks[0] = max(peaks[0], rss())
         await overview
         while any("spawn_main" in " ".join(c.cmdline()) for c in process.children()):  # the converter's work, idle exit
-            peak = max(peak, rss())
+            peaks[0] = max(peaks[0], rss())
             await asyncio.sleep(0.2)
-        return reads, html_only, peak, rss()
+        return reads, html_only, peaks, rss()
 
     async def overviews(session, process) -> list[float]:
         return [(await timed_call(session, paper=i))[0] for i in again_ids]
 
-    print(f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / worst | server RSS: "
-          "HTML only / peak while the PDF converts / after the converter exits | overviews after a restart "
-          f"({', '.join(again_ids)}) |\n|---|---|---|---|")
+    print(f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / worst | server "
+          "RSS: HTML only / peak while the PDF converts / after the converter exits (the converter's peak) | "
+          f"overviews after a restart ({', '.join(again_ids)}) |\n|---|---|---|---|")
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
             env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
                    "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": folder, "ARXIV_MIN_INTERVAL": "0",
                    "ARXIV_CONVERTER_IDLE": "5"}
-            reads, html_only, peak, after = with_server(env, server, beside)
+            reads, html_only, (peak, converter), after = with_server(env, server, beside)
             env["ARXIV_CACHE_DIR"] = os.path.join(folder, "again")
             with_server(env, server, overviews)  # read, then stopped at once: most pages unconverted
             again = with_server(env, server, overviews)
         p95 = statistics.quantiles(reads, n=20)[-1]
         print(f"| {run + 1} | {statistics.median(reads) * 1e3:.0f} / {p95 * 1e3:.0f} / {max(reads) * 1e3:.0f} ms | "
-              f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB | {' / '.join(f'{s * 1e3:.0f}' for s in again)} ms |")
+              f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB (converter {converter:.0f} MB) | "
+              f"{' / '.join(f'{s * 1e3:.0f}' for s in again)} ms |")
     stand_in.shutdown()
     converter, key = am.ConverterProcess(), ("1111.2011v2", "pdf")
     first = timed(converter.structure, key, pdfs["1111.2011v2"])[0]

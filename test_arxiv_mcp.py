@@ -1793,6 +1793,33 @@ class BusyConverter(am.Converter):
         self.convert_page = lambda doc, page, hidden: hold_the_interpreter() or quick_page(doc, page)
 
 
+class HangingConverter(QuickConverter):
+    """Its second page never ends, as MuPDF stuck on a PDF."""
+
+    def page(self, key, pdf, page, hidden):
+        if page == 2:
+            time.sleep(60)
+        return super().page(key, pdf, page, hidden)
+
+
+def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
+    process, key = am.ConverterProcess(HangingConverter), ("1111.2011v2", "pdf")
+    try:
+        with pytest.raises(am.ArxivError, match="The PDF is corrupt"):  # told by the process, which goes on
+            process.structure(("damaged", "pdf"), b"%PDF-1.4 damaged")
+        first = process.process.pid
+        assert am._from_record(am.Structure, process.structure(key, PDF_1111)).page_count == 8
+        assert "Quantum" in am._from_record(am.PageMarkdown, process.page(key, None, 1, None)).markdown
+        assert process.process.pid == first and process.holds(key)
+        monkeypatch.setattr(am, "_JOB_LIMIT", 2.0)  # (past the process's start, which takes longer under load)
+        with pytest.raises(am.ArxivError, match="This PDF stopped the converter"):
+            process.page(key, None, 2, None)
+        assert process.process is None and not process.holds(key), "ended"
+        assert "Quantum" in am._from_record(am.PageMarkdown, process.page(key, PDF_1111, 1, None)).markdown
+    finally:
+        process.stop()
+
+
 def converter_process(library, make):
     library.scheduler.converter = am.ConverterProcess(make)
     return library.scheduler.converter
