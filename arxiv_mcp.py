@@ -15,7 +15,7 @@ Run it as an MCP stdio server with ``uv run arxiv_mcp.py``.  The one tool, ``arx
 whole text within a cap, figures, tables and equations as images rendered from the PDF, the passages
 that hold some words, a BibTeX entry and the arXiv ids its references cite.  The text is arXiv's HTML
 (LaTeXML: the authors' LaTeX) where arXiv has it, else the PDF, converted page by page with pymupdf4llm,
-on one converter thread, by priority.  The server keeps versioned downloads and metadata in a disk cache.
+by priority, in a converter process of its own.  The server keeps versioned downloads and metadata in a disk cache.
 When arXiv throttles ("Rate exceeded."), the service cools down for the whole server, searches say so at once,
 and papers are read anyway, with the metadata they give themselves.
 

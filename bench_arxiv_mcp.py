@@ -30,6 +30,7 @@ import re
 import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import unittest.mock
@@ -639,8 +640,6 @@ def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     (their smallest gap), overlapping requests, downloads of each page and metadata of each paper.  Then, on
     a fresh folder with the API answering every request 429 "Rate exceeded.", one search per server 1 s apart.
     Then what taking a turn costs, and an overview kept on disk read while another process holds the turn."""
-    import tempfile
-
     ids = ["2203.00274v2", "1111.2011v2"]
     answer = corpus_answer(pdfs, {"2203.00274v2": (HTML_DIR / "2203.00274.html").read_bytes()})
     seen: list[tuple[str, str, float, float]] = []  # (host, path, start, end)
@@ -693,8 +692,6 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
     overview of a paper kept on disk, read by a restarted server while another process holds its host's turn
     for 5 s."""
     import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory() as folder:
         costs = {}
         for name, limiter in (("per process (`RateLimiter`)", am.RateLimiter(0)),
@@ -732,7 +729,6 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
     50 ids in turn), warm (the same server again; it keeps 16 papers in memory, the rest on disk) and after a
     restart (every text from the disk cache), with the requests it sends (none) and the peak of Python's
     allocations while it runs."""
-    import tempfile
     import tracemalloc
 
     htmls = [(HTML_DIR / f"{stem}.html").read_bytes() for stem in HTML_VERSIONS]
@@ -806,8 +802,6 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     the background, the HTML paper's section is read 30 times, 0.1 s apart; the server process's RSS with HTML
     only, its peak meanwhile, and once the converter has exited (ARXIV_CONVERTER_IDLE=5).  Then a server reads
     four overviews and stops at once, and a restarted one on its cache folder reads them again."""
-    import tempfile
-
     htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
     stand_in = serve(corpus_answer(pdfs, htmls))
     urls = stand_in_settings(stand_in)
@@ -869,8 +863,6 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
     served from 127.0.0.1, the HTML from 127.0.0.2, as arXiv serves them from two hosts.  ``throttled``
     (issue 24): every API request is answered 429 "Rate exceeded.", as in arXiv's long throttles; the search
     must fail at once, and each overview carry the paper's own title and the note."""
-    import tempfile
-
     htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
     ids = [i for i in ("2203.00274v2", "2508.08468v6", "1111.2011v2") if i in pdfs or i in htmls]
     feed = ATOM_ENTRY.replace("<opensearch:totalResults>1", f"<opensearch:totalResults>{len(ids)}")

@@ -1559,8 +1559,8 @@ def test_arxiv_requests_take_turns_by_urgency_then_age():
     assert order == ["first", "search", "a PDF someone waits for", "abandoned download 1", "abandoned download 2"]
 
 
-def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is_busy(env, monkeypatch):
-    monkeypatch.setattr(am, "_MAX_COLD_READS", 2)
+def held_pdfs(monkeypatch) -> threading.Event:
+    """PDF downloads held back (up to 10 s) until the event returned is set."""
     release, real = threading.Event(), urllib.request.urlopen
 
     def slow_pdfs(request, timeout=None):
@@ -1569,6 +1569,12 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
         return real(request, timeout=timeout)
 
     monkeypatch.setattr(urllib.request, "urlopen", slow_pdfs)
+    return release
+
+
+def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is_busy(env, monkeypatch):
+    monkeypatch.setattr(am, "_MAX_COLD_READS", 2)
+    release = held_pdfs(monkeypatch)
     for arxiv_id in ("1111.2011v3", "1111.2011v1"):  # versioned: no request of theirs names v2
         env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, PDF_1111
     readers = [threading.Thread(target=call, kwargs={"paper": i}) for i in ("1111.2011v3", "1111.2011v1")]
@@ -1874,14 +1880,7 @@ def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkey
 def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
     process = converter_process(env.library, QuickConverter)
     env.teardown.append(process.stop)
-    release, real = threading.Event(), urllib.request.urlopen
-
-    def slow_pdfs(request, timeout=None):
-        if "/pdf/" in request.full_url:
-            release.wait(10)
-        return real(request, timeout=timeout)
-
-    monkeypatch.setattr(urllib.request, "urlopen", slow_pdfs)
+    release = held_pdfs(monkeypatch)
     reader = threading.Thread(target=call, kwargs={"paper": "1111.2011v2"})
     reader.start()
     wait_for(lambda: process.running, what="the converter to start")
