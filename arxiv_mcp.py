@@ -4793,9 +4793,10 @@ def _kept_text(kept: tuple[DiskCache, str] | None, part: str, kind: type) -> Any
     return _from_record(kind, kept[0].get("text", _text_key(kept[1], part))) if kept else None
 
 
-def _keep_text(state: _PaperState, part: str, record: bytes) -> None:
-    if state.kept:
-        state.kept[0].put("text", _text_key(state.kept[1], part), record)
+def _keep_text(kept: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
+    """Keep a part's record on disk by these rules (``_kept_text`` reads it)."""
+    if kept:
+        kept[0].put("text", _text_key(kept[1], part), record)
 
 
 class Converter:
@@ -4803,14 +4804,14 @@ class Converter:
     with) is opened by its first job and stays open for its pages until ``close``.  Each job answers a record
     (``_record``), as the disk cache keeps it.  The server runs one in a child process (``ConverterProcess``)."""
 
+    running = True  # always ready for a job
+
     def __init__(self) -> None:
         self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
         self._docs: dict[Any, pymupdf.Document] = {}
 
-    running = True  # ready for a job: ``start`` has nothing to do
-
     def start(self) -> None:
-        pass
+        """Nothing to start in this process."""
 
     def holds(self, key: Any) -> bool:
         """Whether the PDF of ``key`` is open."""
@@ -5057,7 +5058,7 @@ class Scheduler:
             with self.changed:
                 state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
             return
-        _keep_text(state, "structure", record)
+        _keep_text(state.kept, "structure", record)
         with self.changed:
             state.structure = structure
 
@@ -5067,7 +5068,7 @@ class Scheduler:
         if (converted := _kept_text(state.kept, f"page {page}", PageMarkdown)) is None:
             record = self.converter.page(state.key, state.pdf, page, state.structure.hidden_on(page))
             if not (converted := _from_record(PageMarkdown, record)).fallback:
-                _keep_text(state, f"page {page}", record)
+                _keep_text(state.kept, f"page {page}", record)
         with self.changed:
             state.pages[page], state.regions[page] = converted.markdown, converted.regions
             listeners, count = list(state.listeners), state.structure.page_count

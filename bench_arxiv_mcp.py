@@ -333,45 +333,51 @@ def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
     return asyncio.run(main())
 
 
+def with_server(env: dict[str, str], server: str, work: Callable) -> object:
+    """``await work(session, process)`` against a fresh stdio server (``process``: its psutil.Process)."""
+    import psutil
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def main() -> object:
+        params = StdioServerParameters(command=sys.executable, args=[server], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    process = next(p for p in psutil.Process().children(recursive=True)
+                                   if server in " ".join(p.cmdline()))
+                    return await work(session, process)
+
+    return asyncio.run(main())
+
+
+async def timed_call(session, **arguments: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    text = (await session.call_tool("arxiv", arguments)).content[0].text
+    return time.perf_counter() - start, text
+
+
 def server_calls(env: dict[str, str], calls: list[dict[str, str]], linger: float = 0.0) -> tuple[float, list[float]]:
     """Make ``calls`` to a fresh stdio server at once: the peak RSS (MB) of the server's process (and any
     children) until they are answered and for ``linger`` seconds of its background work after, and the seconds
     each call took."""
     import psutil
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    peak, seconds = 0.0, []
+    async def work(session, server) -> tuple[float, list[float]]:
+        peak, every, done_at = 0.0, asyncio.gather(*(timed_call(session, **arguments) for arguments in calls)), None
+        while done_at is None or time.perf_counter() - done_at < linger:
+            total = 0
+            for process in (server, *server.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    total += process.memory_info().rss
+            peak = max(peak, total / 1e6)
+            if done_at is None and every.done():
+                done_at = time.perf_counter()
+            await asyncio.sleep(0.05)
+        return peak, [seconds for seconds, _ in await every]
 
-    async def timed_call(session, arguments: dict[str, str]) -> None:
-        start = time.perf_counter()
-        await session.call_tool("arxiv", arguments)
-        seconds.append(time.perf_counter() - start)
-
-    async def main() -> None:
-        nonlocal peak
-        params = StdioServerParameters(command=sys.executable, args=[str(HERE / "arxiv_mcp.py")], env=env)
-        with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    servers = [p for p in psutil.Process().children(recursive=True)
-                               if "arxiv_mcp.py" in " ".join(p.cmdline())]
-                    every = asyncio.gather(*(timed_call(session, arguments) for arguments in calls))
-                    done_at = None
-                    while done_at is None or time.perf_counter() - done_at < linger:
-                        total = 0
-                        for process in [p for server in servers for p in (server, *server.children(recursive=True))]:
-                            with contextlib.suppress(psutil.Error):
-                                total += process.memory_info().rss
-                        peak = max(peak, total / 1e6)
-                        if done_at is None and every.done():
-                            done_at = time.perf_counter()
-                        await asyncio.sleep(0.05)
-                    await every
-
-    asyncio.run(main())
-    return peak, seconds
+    return with_server(env, str(HERE / "arxiv_mcp.py"), work)
 
 
 def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: int) -> None:
@@ -769,31 +775,6 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
         print(f"| {name} | {statistics.median(seconds) * 1e3:.0f} ms | {max(seconds) * 1e3:.0f} ms |")
     print(f"| requests sent by the searches | {len(asked) - read} | |")
     print(f"| peak of Python's allocations during one search after a restart | {peak / 1e6:.1f} MB | |")
-
-
-def with_server(env: dict[str, str], server: str, work: Callable) -> object:
-    """``await work(session, process)`` against a fresh stdio server (``process``: its psutil.Process)."""
-    import psutil
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    async def main() -> object:
-        params = StdioServerParameters(command=sys.executable, args=[server], env=env)
-        with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    process = next(p for p in psutil.Process().children(recursive=True)
-                                   if server in " ".join(p.cmdline()))
-                    return await work(session, process)
-
-    return asyncio.run(main())
-
-
-async def timed_call(session, **arguments: str) -> tuple[float, str]:
-    start = time.perf_counter()
-    text = (await session.call_tool("arxiv", arguments)).content[0].text
-    return time.perf_counter() - start, text
 
 
 def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
