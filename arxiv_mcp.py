@@ -4823,9 +4823,11 @@ class Converter:
                 self._docs[key] = _open_pdf(pdf or b"")
         return self._docs[key]
 
-    def structure(self, key: Any, pdf: bytes | None) -> bytes:
-        """``read_structure``'s record; ``pdf`` may be None once the PDF of ``key`` is open."""
-        return _record(read_structure(self._doc(key, pdf)))
+    def structure(self, key: Any, pdf: bytes) -> bytes:
+        """``read_structure``'s record of ``pdf``, opened for this pass alone (the scheduler runs structure passes
+        and pages in converters of their own)."""
+        with _opened(pdf) as doc:
+            return _record(read_structure(doc))
 
     def page(self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None) -> bytes:
         """``convert_page``'s record of page ``page``."""
@@ -4879,8 +4881,9 @@ class ConverterProcess:
     def holds(self, key: Any) -> bool:
         return key in self._open
 
-    def structure(self, key: Any, pdf: bytes | None) -> bytes:
-        return self._job("structure", key, self._pdf_for(key, pdf))
+    def structure(self, key: Any, pdf: bytes) -> bytes:
+        self.start()
+        return self._job("structure", key, pdf)
 
     def page(self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None) -> bytes:
         return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
@@ -4939,12 +4942,12 @@ class ConverterProcess:
 class Scheduler:
     """Whose turn it is, by priority: for MuPDF and for arXiv.
 
-    One thread does all of a library's PDF work, one job at a time, and the
-    next job is chosen afresh after each one, so a paper asked for now never
-    waits for more than one page of another paper's conversion.  Jobs by
-    priority:
+    One thread does a library's PDF work, one job at a time, and the next job
+    is chosen afresh after each one, so a paper asked for now never waits for
+    more than one page of another paper's conversion.  Jobs by priority:
 
-    0. ``JOB_STRUCTURE``: the structure pass of a downloaded paper (``read_structure``);
+    0. ``JOB_STRUCTURE``: the structure pass of a downloaded paper (``read_structure``), or, with a
+       ``structure_converter``, none: a second thread runs them there, so an overview never waits for a page;
     1. ``JOB_WAITED_PAGE``: the pages a waiting caller needs, the most recently asked paper's first;
     2. ``JOB_BACKGROUND_PAGE``: the full text's pages of the ``_BACKGROUND_PAPERS`` most
        recently asked papers, the newest first, but none while a caller waits for a PDF
@@ -4961,6 +4964,7 @@ class Scheduler:
     def __init__(self, settings: Callable[[], Settings], needed: Callable[[_PaperState], set[int]],
                  downloading: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic):
         self.converter: Converter | ConverterProcess = Converter()  # the server's runs in a process of its own
+        self.structure_converter: ConverterProcess | None = None  # the server's: a second process
         self.changed = threading.Condition()
         self.settings = settings  # the library's (they can change): the full text's pages, the idle exit
         self.needed = needed  # the pages that a paper's waiting callers need
@@ -4971,15 +4975,16 @@ class Scheduler:
         self._requests: list[tuple[Callable[[], int], int, str]] = []  # requests waiting: (urgency, order, host)
         self._requesting: set[str] = set()  # the hosts a request is being sent to
         self._order = itertools.count()
-        self._thread: threading.Thread | None = None
+        self._lanes: set[bool] = set()  # the threads running: of the structure passes (True), of the rest (False)
 
     def add(self, state: _PaperState) -> None:
         """Schedule a paper's PDF work (with ``changed`` held)."""
         if state not in self._papers:
             self._papers.append(state)
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="arxiv-pages", daemon=True)
-            self._thread.start()
+        for structures in {False, self.structure_converter is not None} - self._lanes:
+            self._lanes.add(structures)
+            name = "arxiv-structures" if structures else "arxiv-pages"
+            threading.Thread(target=self._run, args=(structures,), name=name, daemon=True).start()
         self.changed.notify_all()
 
     def touch(self, state: _PaperState) -> None:
@@ -4988,7 +4993,7 @@ class Scheduler:
 
     def has_work(self) -> bool:
         with self.changed:
-            return self._thread is not None and self._next_job() is not None
+            return any(self._next_job(structures) is not None for structures in self._lanes)
 
     def _job_for(self, state: _PaperState) -> tuple[tuple[int, ...], Callable[[], None]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
@@ -5013,31 +5018,38 @@ class Scheduler:
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
 
-    def _next_job(self) -> tuple[_PaperState, Callable[[], None]] | None:
-        """The most urgent job of all papers, with its paper, or None; papers with nothing left to do are dropped."""
+    def _next_job(self, structures: bool) -> tuple[_PaperState, Callable[[], None]] | None:
+        """The most urgent job of all papers in the lane of the structure passes (``structures``) or of the rest,
+        with its paper, or None; papers with nothing left to do are dropped."""
         jobs = []
         for state in list(self._papers):
-            job = self._job_for(state)
-            if job is not None:
-                jobs.append((job[0], state, job[1]))
+            if (job := self._job_for(state)) is not None:
+                if (job[0][0] == JOB_STRUCTURE and self.structure_converter is not None) == structures:
+                    jobs.append((job[0], state, job[1]))
             elif not state.loading and (state.forgotten or state.text_error is not None or state.structured and (
                     state.html is not None or set(state.full_pages(self.settings().max_pages)) <= state.pages.keys())):
                 self._papers.remove(state)
         return min(jobs, key=lambda job: job[0])[1:] if jobs else None
 
-    def _run(self) -> None:
+    def _converter_of(self, structures: bool) -> Converter | ConverterProcess:
+        """The converter of the lane of the structure passes (``structures``), or of the rest."""
+        return self.structure_converter if structures and self.structure_converter else self.converter
+
+    def _run(self, structures: bool) -> None:
+        """One lane's thread: the structure passes (``structure_converter``'s), or the rest."""
         while True:
+            converter = self._converter_of(structures)
             with self.changed:
-                while (job := self._next_job()) is None:
-                    if self._pdf_coming() and not self.converter.running:
+                while (job := self._next_job(structures)) is None:
+                    if self._pdf_coming() and not converter.running:
                         break
-                    if not self.changed.wait(self.settings().converter_idle) and self._next_job() is None \
-                            and not self._pdf_coming():
-                        self.converter.stop()  # its memory goes back: the next job starts it again
-                        self._thread = None
+                    if not self.changed.wait(self.settings().converter_idle) \
+                            and self._next_job(structures) is None and not self._pdf_coming():
+                        converter.stop()  # its memory goes back: the next job starts it again
+                        self._lanes.discard(structures)
                         return
             if job is None:
-                self.converter.start()  # while a PDF downloads: the converter is ready when it arrives
+                converter.start()  # while a PDF downloads: the converter is ready when it arrives
                 continue
             state, action = job
             try:
@@ -5050,9 +5062,9 @@ class Scheduler:
                 self.changed.notify_all()
 
     def _structure(self, state: _PaperState) -> None:
-        """Read the PDF's structure (``read_structure``); the converter keeps it open for its pages."""
+        """Read the PDF's structure (``read_structure``)."""
         try:
-            record = self.converter.structure(state.key, state.pdf)
+            record = self._converter_of(True).structure(state.key, state.pdf)
             structure = _from_record(Structure, record)
         except Exception as error:
             with self.changed:
@@ -5948,7 +5960,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
 def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
     """Give the server's library what the plain functions never use: a converter process, the disk cache, and on
     its folder the machine's one limiter, shared by every server that uses the folder (``SharedLimiter``)."""
-    library.scheduler.converter = ConverterProcess()
+    library.scheduler.converter, library.scheduler.structure_converter = ConverterProcess(), ConverterProcess()
     library.cache = DiskCache.open(settings)
     if library.cache is None:
         log.info("arXiv's rate limit is kept per process: the disk cache is off")

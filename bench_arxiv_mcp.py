@@ -391,12 +391,14 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
-            library.scheduler.converter = am.ConverterProcess()  # as the server's (``use_the_machine``)
+            converters = am.ConverterProcess(), am.ConverterProcess()  # as the server's (``use_the_machine``)
+            library.scheduler.converter, library.scheduler.structure_converter = converters
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
                     samples.setdefault(name, {}).setdefault(arxiv_id, []).append(value)
             wait_idle(library)
-            library.scheduler.converter.stop()
+            for converter in converters:
+                converter.stop()
         for name, per_paper in samples.items():
             medians = {i: statistics.median(v) for i, v in per_paper.items()}
             ratio = statistics.median(medians[i] / bases[i] for i in medians)
@@ -832,7 +834,7 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     converter, key = am.ConverterProcess(), ("1111.2011v2", "pdf")
     first = timed(converter.structure, key, pdfs["1111.2011v2"])[0]
     warm = timed(converter.structure, ("again", "pdf"), pdfs["1111.2011v2"])[0]
-    started = timed(converter.page, key, None, 1, None)[0]
+    started = timed(converter.page, key, pdfs["1111.2011v2"], 1, None)[0]
     converter.stop()
     print(f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second {warm:.2f} s; its first "
           f"page (the layout model loads) {started:.2f} s | | | |")

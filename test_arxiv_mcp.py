@@ -228,12 +228,12 @@ def env(monkeypatch, clock, page_once):
     fake.library, fake.clock, fake.settings, fake.teardown = library, clock, settings, []
     yield fake
     # Stop this library's PDF work, so that no page conversion holds the PDF lock in the next test.
-    for stop in fake.teardown:
-        stop()
     with library.scheduler.changed:
         for state in library._states.values():
             state.forgotten = True
         library.scheduler.changed.notify_all()
+    for stop in fake.teardown:
+        stop()
     wait_for(lambda: not library.scheduler.has_work(), what="the library's PDF work to stop")
 
 
@@ -1808,6 +1808,15 @@ class HangingConverter(QuickConverter):
         return super().page(key, pdf, page, hidden)
 
 
+class StuckConverter(QuickConverter):
+    """Each page takes a minute, as the layout model on a page it struggles with; the file ``STUCK_PAGE`` names
+    says that one has begun."""
+
+    def page(self, key, pdf, page, hidden):
+        Path(os.environ["STUCK_PAGE"]).touch()
+        time.sleep(60)
+
+
 def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
     process, key = am.ConverterProcess(HangingConverter), ("1111.2011v2", "pdf")
     try:
@@ -1815,7 +1824,8 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
             process.structure(("damaged", "pdf"), b"%PDF-1.4 damaged")
         first = process.process.pid
         assert am._from_record(am.Structure, process.structure(key, PDF_1111)).page_count == 8
-        assert "Quantum" in am._from_record(am.PageMarkdown, process.page(key, None, 1, None)).markdown
+        assert not process.holds(key), "a structure pass opens its PDF for itself alone"
+        assert "Quantum" in am._from_record(am.PageMarkdown, process.page(key, PDF_1111, 1, None)).markdown
         assert process.process.pid == first and process.holds(key)
         monkeypatch.setattr(am, "_JOB_LIMIT", 2.0)  # (past the process's start, which takes longer under load)
         with pytest.raises(am.ArxivError, match="This PDF stopped the converter"):
@@ -1863,6 +1873,21 @@ def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
         times.append(time.perf_counter() - asked)
     assert max(times) < 0.3, times
     assert len(html_env.library._states[("1111.2011v2", "auto")].pages) < 8, "the background work went on meanwhile"
+
+
+def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page(html_env, monkeypatch, tmp_path):
+    """As the server runs: structure passes in a converter of their own, so the page that another paper's
+    conversion is on (here a minute long) holds up no overview."""
+    monkeypatch.setenv("STUCK_PAGE", str(tmp_path / "stuck"))
+    process = converter_process(html_env.library, StuckConverter)
+    html_env.library.scheduler.structure_converter = am.ConverterProcess(QuickConverter)
+    html_env.teardown += [process.stop, html_env.library.scheduler.structure_converter.stop]
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
+    assert "V Discussion" in call(paper="1111.2011v2")
+    wait_for((tmp_path / "stuck").exists, what="the background conversion to begin")
+    started = time.perf_counter()
+    assert "## Sections" in call(paper="2203.00274v2")
+    assert time.perf_counter() - started < 20 and not html_env.library._states[("1111.2011v2", "pdf")].pages
 
 
 def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkeypatch):
