@@ -4847,10 +4847,13 @@ class Converter:
             self.close(key)
 
 
-def _converter_main(connection: Any, make: Callable[[], Converter]) -> None:
+def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool) -> None:
     """A converter process: each job the server sends, ``(name, key, arguments)``, answered with ``(record,
-    None)`` or ``(None, (message, transient))``, until the server is gone."""
+    None)`` or ``(None, (message, transient))``, until the server is gone.  Without ``layout`` it cannot convert
+    pages: pymupdf goes without pymupdf4llm, its layout model, numpy and onnxruntime (75 MB less)."""
     os.dup2(2, 1)  # stdout is the server's MCP channel: what MuPDF or pymupdf4llm print goes to stderr
+    if not layout:  # (an import of a module set to None fails, and pymupdf goes on without it)
+        sys.modules["pymupdf.layout"] = sys.modules["pymupdf4llm"] = None  # type: ignore[assignment]
     import pymupdf  # noqa: F401  (a second or more: at once, while the first PDF downloads)
 
     converter = make()
@@ -4872,8 +4875,9 @@ class ConverterProcess:
     A job the process dies on, or does not answer within ``_JOB_LIMIT``, fails alone (ArxivError) and the process
     is replaced: a PDF that makes MuPDF abort costs its paper only.  Used by one thread at a time."""
 
-    def __init__(self, make: Callable[[], Converter] = Converter) -> None:
+    def __init__(self, make: Callable[[], Converter] = Converter, layout: bool = True) -> None:
         self.make = make  # what the process does the jobs with: importable by name (spawn pickles it so)
+        self.layout = layout  # whether it can convert pages (the structure passes' converter does without)
         self.process: Any = None  # the running process, or None
         self._connection: Any = None
         self._open: set[Any] = set()  # the keys whose PDF the process holds open
@@ -4903,8 +4907,8 @@ class ConverterProcess:
             self.stop()
             context = multiprocessing.get_context("spawn")
             self._connection, child = context.Pipe()
-            self.process = context.Process(target=_converter_main, args=(child, self.make), name="arxiv-converter",
-                                           daemon=True)
+            self.process = context.Process(target=_converter_main, args=(child, self.make, self.layout),
+                                           name="arxiv-converter", daemon=True)
             self.process.start()
             child.close()  # the process's end: its death ends the pipe
 
@@ -5960,7 +5964,8 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
 def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
     """Give the server's library what the plain functions never use: a converter process, the disk cache, and on
     its folder the machine's one limiter, shared by every server that uses the folder (``SharedLimiter``)."""
-    library.scheduler.converter, library.scheduler.structure_converter = ConverterProcess(), ConverterProcess()
+    library.scheduler.converter = ConverterProcess()
+    library.scheduler.structure_converter = ConverterProcess(layout=False)
     library.cache = DiskCache.open(settings)
     if library.cache is None:
         log.info("arXiv's rate limit is kept per process: the disk cache is off")

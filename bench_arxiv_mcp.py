@@ -391,7 +391,7 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
-            converters = am.ConverterProcess(), am.ConverterProcess()  # as the server's (``use_the_machine``)
+            converters = am.ConverterProcess(), am.ConverterProcess(layout=False)  # as the server's (``use_the_machine``)
             library.scheduler.converter, library.scheduler.structure_converter = converters
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
@@ -785,6 +785,8 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     the background, the HTML paper's section is read 30 times, 0.1 s apart; the server process's RSS with HTML
     only, its peak meanwhile, and once the converter has exited (ARXIV_CONVERTER_IDLE=5).  Then a server reads
     four overviews and stops at once, and a restarted one on its cache folder reads them again."""
+    import psutil
+
     htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
     stand_in = serve(corpus_answer(pdfs, htmls))
     urls = stand_in_settings(stand_in)
@@ -792,13 +794,15 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     again_ids = [html_id, "2508.08468v6", "1111.2011v2", long_id]
 
     async def beside(session, process) -> tuple[list[float], float, float, float]:
-        def rss() -> float:  # of the server, and of its converter if it has one
-            converter = sum(c.memory_info().rss for c in process.children() if "spawn_main" in " ".join(c.cmdline()))
-            peaks[1] = max(peaks[1], converter / 1e6)
+        def rss() -> float:  # of the server, and of each of its converters
+            for child in process.children():
+                with contextlib.suppress(psutil.Error):  # (one that exits meanwhile)
+                    if "spawn_main" in " ".join(child.cmdline()):
+                        peaks[1][child.pid] = max(peaks[1].get(child.pid, 0.0), child.memory_info().rss / 1e6)
             return process.memory_info().rss / 1e6
 
         await session.call_tool("arxiv", {"paper": html_id, "section": "3"})
-        peaks, reads = [0.0, 0.0], []  # the server's, its converter's
+        peaks, reads = [0.0, {}], []  # the server's, its converters' by process id
         html_only = peaks[0] = rss()
         overview = asyncio.create_task(timed_call(session, paper=long_id))
         for _ in range(30):
@@ -815,20 +819,21 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
         return [(await timed_call(session, paper=i))[0] for i in again_ids]
 
     print(f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / worst | server "
-          "RSS: HTML only / peak while the PDF converts / after the converter exits (the converter's peak) | "
+          "RSS: HTML only / peak while the PDF converts / after the converters exit (their peaks) | "
           f"overviews after a restart ({', '.join(again_ids)}) |\n|---|---|---|---|")
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
             env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
                    "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": folder, "ARXIV_MIN_INTERVAL": "0",
                    "ARXIV_CONVERTER_IDLE": "5"}
-            reads, html_only, (peak, converter), after = with_server(env, server, beside)
+            reads, html_only, (peak, converters), after = with_server(env, server, beside)
             env["ARXIV_CACHE_DIR"] = os.path.join(folder, "again")
             with_server(env, server, overviews)  # read, then stopped at once: most pages unconverted
             again = with_server(env, server, overviews)
         p95 = statistics.quantiles(reads, n=20)[-1]
         print(f"| {run + 1} | {statistics.median(reads) * 1e3:.0f} / {p95 * 1e3:.0f} / {max(reads) * 1e3:.0f} ms | "
-              f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB (converter {converter:.0f} MB) | "
+              f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB (converters "
+              f"{' and '.join(f'{m:.0f}' for m in sorted(converters.values(), reverse=True))} MB) | "
               f"{' / '.join(f'{s * 1e3:.0f}' for s in again)} ms |")
     stand_in.shutdown()
     converter, key = am.ConverterProcess(), ("1111.2011v2", "pdf")
@@ -836,8 +841,13 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     warm = timed(converter.structure, ("again", "pdf"), pdfs["1111.2011v2"])[0]
     started = timed(converter.page, key, pdfs["1111.2011v2"], 1, None)[0]
     converter.stop()
+    structures = am.ConverterProcess(layout=False)  # as the server's for structure passes
+    light = timed(structures.structure, key, pdfs["1111.2011v2"])[0]
+    structures_rss = psutil.Process(structures.process.pid).memory_info().rss / 1e6
+    structures.stop()
     print(f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second {warm:.2f} s; its first "
-          f"page (the layout model loads) {started:.2f} s | | | |")
+          f"page (the layout model loads) {started:.2f} s; a new one without the layout model: its first structure "
+          f"pass {light:.2f} s, its RSS then {structures_rss:.0f} MB | | | |")
 
 
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:

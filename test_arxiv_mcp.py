@@ -1880,7 +1880,7 @@ def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page
     conversion is on (here a minute long) holds up no overview."""
     monkeypatch.setenv("STUCK_PAGE", str(tmp_path / "stuck"))
     process = converter_process(html_env.library, StuckConverter)
-    html_env.library.scheduler.structure_converter = am.ConverterProcess(QuickConverter)
+    html_env.library.scheduler.structure_converter = am.ConverterProcess(layout=False)  # as the server's
     html_env.teardown += [process.stop, html_env.library.scheduler.structure_converter.stop]
     monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
     assert "V Discussion" in call(paper="1111.2011v2")
