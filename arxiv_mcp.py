@@ -4427,8 +4427,10 @@ def _visual_section(reading: "Reading", visual: VisualRequest, page: int) -> Sec
     return _section_at(rows, page, by_page=True)
 
 
-def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tuple[str, list[Image]]:
-    """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images, each with its
+def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest],
+                   render: Callable[[bytes, int, Sequence[float] | None], Image] = render_image
+                   ) -> tuple[str, list[Image]]:
+    """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images (``render``), each with its
     text (label, page, section, caption, or equation: its LaTeX from arXiv's HTML, else the PDF's text), for
     clients that show no images too; "figures" lists them.  At most ``_MAX_IMAGES`` images and
     ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  An equation that
@@ -4455,7 +4457,7 @@ def format_visuals(reading: "Reading", visuals: Sequence[VisualRequest]) -> tupl
         if len(images) >= _MAX_IMAGES or reading.pdf is None:
             left_out.append(visual.label)
             continue
-        image = render_image(reading.pdf, page, region.bbox if region else None)
+        image = render(reading.pdf, page, region.bbox if region else None)
         if used + len(image.data) > _ANSWER_IMAGE_BYTES:
             left_out.append(visual.label)
             continue
@@ -4725,8 +4727,8 @@ _SEARCHED_ENTRIES = 2_000
 # answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
 _MAX_COLD_READS = 8  # papers downloading at once; past it a new one is told at once that the server is busy
-# Seconds a converter process may take over one job (a structure pass, a page) before MuPDF is taken to hang on
-# the PDF: the process is ended and that paper's text fails, so that other papers go on.
+# Seconds a converter process may take over one job (a structure pass, a page, an image) before MuPDF is taken to
+# hang on the PDF: the process is ended and that paper's text fails, so that other papers go on.
 _JOB_LIMIT = 300.0
 
 
@@ -4801,8 +4803,9 @@ def _keep_text(kept: tuple[DiskCache, str] | None, part: str, record: bytes) -> 
 
 class Converter:
     """MuPDF's work on papers' PDFs, in this process, one job at a time: a paper's PDF (by the key it is sent
-    with) is opened by its first job and stays open for its pages until ``close``.  Each job answers a record
-    (``_record``), as the disk cache keeps it.  The server runs one in a child process (``ConverterProcess``)."""
+    with) is opened by its first page and stays open for its pages until ``close``; a structure pass or an image
+    opens it for itself.  Each job answers a record (``_record``), as the disk cache keeps it, or an Image.  The
+    server runs two in child processes (``ConverterProcess``)."""
 
     running = True  # always ready for a job
 
@@ -4835,6 +4838,10 @@ class Converter:
         with _PDF_LOCK:
             converted = self.convert_page(doc, page, hidden)
         return _record(converted)
+
+    def render(self, key: Any, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
+        """``render_image`` of ``pdf``, opened for this image alone."""
+        return render_image(pdf, page, bbox)
 
     def close(self, key: Any) -> None:
         """Close the PDF of ``key`` (a close that fails is not tried again)."""
@@ -4873,7 +4880,7 @@ class ConverterProcess:
     every system): MuPDF, the layout model and their memory live there, and this process's interpreter stays free
     for answers while pages convert.  ``stop`` ends it (the scheduler does when idle); the next job starts another.
     A job the process dies on, or does not answer within ``_JOB_LIMIT``, fails alone (ArxivError) and the process
-    is replaced: a PDF that makes MuPDF abort costs its paper only.  Used by one thread at a time."""
+    is replaced: a PDF that makes MuPDF abort costs its paper only.  Threads take turns, one job at a time."""
 
     def __init__(self, make: Callable[[], Converter] = Converter, layout: bool = True) -> None:
         self.make = make  # what the process does the jobs with: importable by name (spawn pickles it so)
@@ -4881,13 +4888,16 @@ class ConverterProcess:
         self.process: Any = None  # the running process, or None
         self._connection: Any = None
         self._open: set[Any] = set()  # the keys whose PDF the process holds open
+        self._turn = threading.RLock()  # held for a job or a start: threads take turns
 
     def holds(self, key: Any) -> bool:
         return key in self._open
 
     def structure(self, key: Any, pdf: bytes) -> bytes:
-        self.start()
         return self._job("structure", key, pdf)
+
+    def render(self, key: Any, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
+        return self._job("render", key, pdf, page, bbox)
 
     def page(self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None) -> bytes:
         return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
@@ -4903,14 +4913,15 @@ class ConverterProcess:
 
     def start(self) -> None:
         """Start a process unless one runs (none yet, or the last one was killed)."""
-        if not self.running:
-            self.stop()
-            context = multiprocessing.get_context("spawn")
-            self._connection, child = context.Pipe()
-            self.process = context.Process(target=_converter_main, args=(child, self.make, self.layout),
-                                           name="arxiv-converter", daemon=True)
-            self.process.start()
-            child.close()  # the process's end: its death ends the pipe
+        with self._turn:
+            if not self.running:
+                self.stop()
+                context = multiprocessing.get_context("spawn")
+                self._connection, child = context.Pipe()
+                self.process = context.Process(target=_converter_main, args=(child, self.make, self.layout),
+                                               name="arxiv-converter", daemon=True)
+                self.process.start()
+                child.close()  # the process's end: its death ends the pipe
 
     def _pdf_for(self, key: Any, pdf: bytes | None) -> bytes | None:
         """``pdf`` to send with a job, or None when the process holds it open (in a process started if none
@@ -4922,10 +4933,12 @@ class ConverterProcess:
 
     def _job(self, name: str, key: Any, *arguments: Any) -> Any:
         try:
-            self._connection.send((name, key, arguments))
-            if not self._connection.poll(_JOB_LIMIT):
-                raise TimeoutError
-            record, failure = self._connection.recv()
+            with self._turn:
+                self.start()
+                self._connection.send((name, key, arguments))
+                if not self._connection.poll(_JOB_LIMIT):
+                    raise TimeoutError
+                record, failure = self._connection.recv()
         except (EOFError, OSError):  # TimeoutError is one
             log.warning("the converter stopped on a PDF; a new one starts with the next job")
             self.stop()
@@ -4935,7 +4948,8 @@ class ConverterProcess:
         return record
 
     def stop(self) -> None:
-        """End the process (idle, or dead, or hung on a job); its open PDFs go with it."""
+        """End the process (idle, or dead, or hung on a job: at once, whoever waits for it); its open PDFs go with
+        it."""
         if self.process is not None:
             self._connection.close()
             self.process.kill()
@@ -4980,16 +4994,36 @@ class Scheduler:
         self._requesting: set[str] = set()  # the hosts a request is being sent to
         self._order = itertools.count()
         self._lanes: set[bool] = set()  # the threads running: of the structure passes (True), of the rest (False)
+        self._rendering = 0  # images being rendered in the structure passes' converter
 
     def add(self, state: _PaperState) -> None:
         """Schedule a paper's PDF work (with ``changed`` held)."""
         if state not in self._papers:
             self._papers.append(state)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Start the lanes' threads that are not running, and tell them of new work (with ``changed`` held)."""
         for structures in {False, self.structure_converter is not None} - self._lanes:
             self._lanes.add(structures)
             name = "arxiv-structures" if structures else "arxiv-pages"
             threading.Thread(target=self._run, args=(structures,), name=name, daemon=True).start()
         self.changed.notify_all()
+
+    def render(self, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
+        """``render_image``, in the structure passes' converter when there is one: this process never loads MuPDF
+        for an image, and an image never waits for a page.  That converter's idle exit waits for it."""
+        if self.structure_converter is None:
+            return render_image(pdf, page, bbox)
+        with self.changed:
+            self._rendering += 1
+            self._wake()
+        try:
+            return self.structure_converter.render(None, pdf, page, bbox)
+        finally:
+            with self.changed:
+                self._rendering -= 1
+                self.changed.notify_all()
 
     def touch(self, state: _PaperState) -> None:
         """``state`` was just asked for (with ``changed`` held)."""
@@ -5047,8 +5081,8 @@ class Scheduler:
                 while (job := self._next_job(structures)) is None:
                     if self._pdf_coming() and not converter.running:
                         break
-                    if not self.changed.wait(self.settings().converter_idle) \
-                            and self._next_job(structures) is None and not self._pdf_coming():
+                    if not self.changed.wait(self.settings().converter_idle) and self._next_job(structures) is None \
+                            and not self._pdf_coming() and not (structures and self._rendering):
                         converter.stop()  # its memory goes back: the next job starts it again
                         self._lanes.discard(structures)
                         return
@@ -5779,7 +5813,7 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
         text = format_sections(reading.paper, reading.text, sections, library.settings.max_chars, reading.overview)
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)
-    shown, images = format_visuals(reading, request.visuals)
+    shown, images = format_visuals(reading, request.visuals, library.scheduler.render)
     if not sections and (images or not shown.startswith(ERROR)):  # an error alone stays an error answer
         shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))

@@ -1902,6 +1902,19 @@ def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkey
     assert process.process.pid != first.pid, "a new converter"
 
 
+def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_for_them(html_env, monkeypatch):
+    structures = html_env.library.scheduler.structure_converter = am.ConverterProcess(layout=False)
+    html_env.teardown.append(structures.stop)
+    # Idle for 0.2 s: less than a new converter takes to start and render.
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", converter_idle=0.2, deadline=600))
+    assert "V Discussion" in call(paper="1111.2011v2")
+    wait_for(lambda: structures.process is None, what="the idle converter to exit")
+    monkeypatch.setattr(am, "render_image", None)  # this process renders nothing
+    images = am.arxiv_answer(paper="1111.2011v2", section="figure 1").images
+    assert images and images[0].data.startswith(b"\x89PNG") and structures.running
+    wait_for(lambda: structures.process is None, what="the idle converter to exit after the image")
+
+
 def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
     process = converter_process(env.library, QuickConverter)
     env.teardown.append(process.stop)
@@ -3211,6 +3224,7 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
             "for paper in ('2203.00274v2', '1111.2011v2'):\n"  # (stdout is stderr while a page converts)
             "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
             "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
+            "assert am.arxiv_answer(paper='1111.2011v2', section='figure 1').images  # rendered by a converter\n"
             "converter = am.LIBRARY.scheduler.converter.process is not None\n"
             "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n")
     runs, environment = [], server_environment(base, tmp_path)
