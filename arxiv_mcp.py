@@ -4900,7 +4900,8 @@ class ConverterProcess:
         return self._job("render", key, pdf, page, bbox)
 
     def page(self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None) -> bytes:
-        return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
+        with self._turn:
+            return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
 
     def close(self, key: Any) -> None:
         if key in self._open and self.running:
@@ -5996,7 +5997,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
 
 
 def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
-    """Give the server's library what the plain functions never use: a converter process, the disk cache, and on
+    """Give the server's library what the plain functions never use: converter processes, the disk cache, and on
     its folder the machine's one limiter, shared by every server that uses the folder (``SharedLimiter``)."""
     library.scheduler.converter = ConverterProcess()
     library.scheduler.structure_converter = ConverterProcess(layout=False)
