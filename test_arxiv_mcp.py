@@ -1683,13 +1683,14 @@ def test_outline_overviews_of_the_corpus_stay_within_budget(name):
 
 
 @pytest.mark.parametrize("name", corpus_pdfs(), ids=lambda name: name.removesuffix(".pdf"))
-def test_every_corpus_paper_reads_the_same_twice(name, env, monkeypatch):
+def test_every_corpus_paper_reads_the_same_twice(name, env, monkeypatch, page_once):
     """A cold read of each corpus PDF (its first page, to stay fast) through arxiv_markdown: the four
-    sections, within the caps, byte-identical from two separate conversions."""
-    monkeypatch.setattr(am, "_page_markdown", PAGE_MARKDOWN)
+    sections, within the caps, byte-identical from two separate conversions (the run's memo's, made by whichever
+    test converted the page first, in whichever process, and a fresh one)."""
     env.pdfs["1111.2011v2"] = corpus_file("pdf", name).read_bytes()
     documents = []
-    for _ in range(2):
+    for convert in (page_once, PAGE_MARKDOWN):
+        monkeypatch.setattr(am, "_page_markdown", convert)
         monkeypatch.setattr(am, "LIBRARY", am.PaperLibrary(am.Settings(max_pages=1, max_chars=5_000, deadline=600),
                                                            env.library.limiter))
         documents.append(am.arxiv_markdown("arXiv:1111.2011v2"))
@@ -1818,7 +1819,7 @@ class StuckConverter(QuickConverter):
 
 
 def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
-    process, key = am.ConverterProcess(HangingConverter), ("1111.2011v2", "pdf")
+    process, key = am.ConverterProcess(HangingConverter, layout=False), ("1111.2011v2", "pdf")
     try:
         with pytest.raises(am.ArxivError, match="The PDF is corrupt"):  # told by the process, which goes on
             process.structure(("damaged", "pdf"), b"%PDF-1.4 damaged")
@@ -1837,7 +1838,7 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
 
 
 def converter_process(library, make):
-    library.scheduler.converter = am.ConverterProcess(make)
+    library.scheduler.converter = am.ConverterProcess(make, layout=False)  # (stand-ins need no layout model)
     return library.scheduler.converter
 
 
@@ -2536,9 +2537,10 @@ def test_equations_read_as_one_clean_line_with_their_sums_and_brackets(converted
     assert numbered[:6] == ["1", "2", "3", "4", "5", "6"]
 
 
-def test_angle_brackets_and_sums_of_txfonts_are_recovered_by_glyph_name(converted):
-    text, _ = converted("1809.08429v1")
-    line = next(line for line in text.markdown.splitlines() if line.startswith("*Equation (6), p. 4:*"))
+def test_angle_brackets_and_sums_of_txfonts_are_recovered_by_glyph_name(page_once):
+    with am._opened(pdf_path("1809.08429v1").read_bytes()) as doc:
+        page = page_once(doc, 4)  # (its page alone)
+    line = next(line for line in page.markdown.splitlines() if line.startswith("*Equation (6), p. 4:*"))
     assert "⟨" in line and "⟩" in line and "∑" in line and "Lµν" in line
     assert am.glyph_text("summationdisplay") == "∑" and am.glyph_text("parenleftBigg") == "("
     assert am.glyph_text("angbracketrightbig") == "⟩" and am.glyph_text("productdisplay.1") == "∏"
