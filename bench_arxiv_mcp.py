@@ -391,7 +391,7 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
-            converters = am.ConverterProcess(), am.ConverterProcess(layout=False)  # as the server's (``use_the_machine``)
+            converters = am.ConverterProcess(), am.ConverterProcess(layout=False)  # as ``use_the_machine`` gives
             library.scheduler.converter, library.scheduler.structure_converter = converters
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
