@@ -15,9 +15,9 @@ Run it as an MCP stdio server with ``uv run arxiv_mcp.py``.  The one tool, ``arx
 whole text within a cap, figures, tables and equations as images rendered from the PDF, the passages
 that hold some words, a BibTeX entry and the arXiv ids its references cite.  The text is arXiv's HTML
 (LaTeXML: the authors' LaTeX) where arXiv has it, else the PDF, converted page by page with pymupdf4llm,
-by priority, in a converter process of its own.  The server keeps versioned downloads and metadata in a disk cache.
-When arXiv throttles ("Rate exceeded."), the service cools down for the whole server, searches say so at once,
-and papers are read anyway, with the metadata they give themselves.
+by priority, in converter processes of their own.  The server keeps versioned downloads and metadata in a
+disk cache.  When arXiv throttles ("Rate exceeded."), the service cools down for the whole server, searches
+say so at once, and papers are read anyway, with the metadata they give themselves.
 
 The module is also a small library: its plain functions (``parse_arxiv_id``, ``fetch_metadata``,
 ``fetch_pdf``, ``pdf_to_markdown``, ``truncate``, ``arxiv_markdown`` ...) import without starting a
@@ -5012,15 +5012,13 @@ class Scheduler:
         self.changed.notify_all()
 
     def render(self, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
-        """``render_image``, in the structure passes' converter when there is one: this process never loads MuPDF
-        for an image, and an image never waits for a page.  That converter's idle exit waits for it."""
-        if self.structure_converter is None:
-            return render_image(pdf, page, bbox)
+        """``render_image``, in the structure passes' converter when there is one: the server's process never loads
+        MuPDF for an image, and an image never waits for a page.  That converter's idle exit waits for it."""
         with self.changed:
             self._rendering += 1
             self._wake()
         try:
-            return self.structure_converter.render(None, pdf, page, bbox)
+            return self._converter_of(True).render(None, pdf, page, bbox)
         finally:
             with self.changed:
                 self._rendering -= 1
