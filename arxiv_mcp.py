@@ -3493,12 +3493,13 @@ class Mode(enum.Enum):
     FIND = "find"  # the passages that hold some words
     BIBTEX = "bibtex"  # a citation, from the metadata alone
     HIDDEN = "hidden"  # every passage of the paper that a reader cannot see, in full
+    OUTLINE = "outline"  # every heading at every level with its size, of the paper or of the named sections
 
 
 # The words of `section` that name a mode rather than a section, in any case: they win over a section of that
 # title ("Overview" is then read by its number).  "references" and "figures" are sections of their own kind.
 _MODE_WORDS = {"": Mode.OVERVIEW, "overview": Mode.OVERVIEW, "full": Mode.FULL, "bibtex": Mode.BIBTEX,
-               "hidden": Mode.HIDDEN}
+               "hidden": Mode.HIDDEN, "outline": Mode.OUTLINE}
 REFERENCES = "references"  # a selector that names the reference list, whatever its title (``_select_sections``)
 
 
@@ -3520,7 +3521,8 @@ OVERVIEW, FULL = ReadRequest(Mode.OVERVIEW), ReadRequest(Mode.FULL)
 def parse_read(section: str | None = None, find: str | None = None) -> ReadRequest | str:
     """The request that the tool's ``section`` and ``find`` make, or an error message.
 
-    ``section`` is empty or "overview" (any case), "full", "bibtex", "hidden", or a comma-separated list of
+    ``section`` is empty or "overview" (any case), "full", "bibtex", "hidden", "outline" (with the sections
+    whose headings to list: "outline 3, C"), or a comma-separated list of
     section numbers and titles ("references" for the reference list), figures, tables and equations
     ("figure 3", "table I", "eq. (5)"; "figures" lists them), recognised first so that "2, figure 3"
     reads section 2 and figure 3.  With ``find``, ``section`` names the sections to search in."""
@@ -3530,6 +3532,9 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
         return 'To find passages give `find` its words (find="Drude weight"); `section` then names where to look.'
     if len(parts) > 1 and (alone := next((p for p in parts if p.lower() in _MODE_WORDS), None)):
         return f'"{alone}" goes alone in `section`; with others, give section numbers, titles or figures.'
+    head, _, within = choice.partition(" ")
+    if head.lower() == Mode.OUTLINE.value and not words:
+        return ReadRequest(Mode.OUTLINE, tuple(part for part in (p.strip() for p in within.split(",")) if part))
     mode = _MODE_WORDS.get(choice.lower(), Mode.SECTIONS)
     if words:
         if mode is not Mode.SECTIONS and choice:
@@ -3835,27 +3840,38 @@ class _Fit:
     affiliations: bool = True
     sentence_depth: int = 9  # the deepest section level whose rows show their first sentence
     caption_width: int = _CAPTION_START  # characters of each caption; 0: one line of labels
-    appendix_depth: int = 9  # the deepest level of the appendices' rows; deeper ones are counts in their parent's
+    appendix_depth: int = 9  # the deepest level of the appendices' rows; deeper ones are listed in their parent's
     body_depth: int = 9  # the same in the body
+    appendix_counted: bool = False  # the appendices' listed subsections as a count, not their titles
+    body_counted: bool = False  # the same in the body
+    appendix_sentences: bool = True  # whether the appendices' rows show their sentences (down to sentence_depth)
     sentence_width: int = _SENTENCE_CHARS
     taken_past: int = _OVERVIEW_TARGET  # the size of the overview one step before, past which this step is taken
 
 
-# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time, giving up first what routes least:
-# the top-level sections' first sentences, which say where to read, go last.
-_OVERVIEW_LADDER = {
-    "everything": _Fit(),
-    "no affiliations": _Fit(False),
-    "no subsections' sentences": _Fit(False, 1),
-    "shorter captions": _Fit(False, 1, _CAPTION_START // 2),
-    "captions as labels": _Fit(False, 1, 0),
-    "appendices folded": _Fit(False, 1, 0, 1),
-    "deep subsections folded": _Fit(False, 1, 0, 1, 2),
-    "subsections folded": _Fit(False, 1, 0, 1, 1),
-    "shorter sentences": _Fit(False, 1, 0, 1, 1, _SENTENCE_CHARS * 3 // 5),
-    "short sentences": _Fit(False, 1, 0, 1, 1, _SENTENCE_CHARS * 2 // 5),
-    "no sentences": _Fit(False, 0, 0, 1, 1, taken_past=_OVERVIEW_LIMIT),
+# How the overview shrinks to fit ``_OVERVIEW_TARGET``, one step at a time, each giving up what routes least of
+# what is left: a subsection's number and title (the map) cost a fifth of its sentence, so subsections become a
+# line of titles under their parent's row before a top-level sentence, which says where to read, is shortened;
+# titles become counts only past ``_OVERVIEW_LIMIT`` (a 60-section appendix), the appendices' first.
+_OVERVIEW_STEPS: dict[str, dict[str, Any]] = {
+    "no affiliations": {"affiliations": False},
+    "no subsections' sentences": {"sentence_depth": 1},
+    "shorter captions": {"caption_width": _CAPTION_START // 2},
+    "captions as labels": {"caption_width": 0},
+    "appendices as titles": {"appendix_depth": 1},
+    "deep subsections as titles": {"body_depth": 2},
+    "subsections as titles": {"body_depth": 1},
+    "shorter sentences": {"sentence_width": _SENTENCE_CHARS * 3 // 5},
+    "short sentences": {"sentence_width": _SENTENCE_CHARS * 2 // 5},
+    "appendices counted": {"appendix_counted": True, "taken_past": _OVERVIEW_LIMIT},
+    "subsections counted": {"body_counted": True},
+    "no appendices' sentences": {"appendix_sentences": False},
+    "no sentences": {"sentence_depth": 0},
 }
+
+# Each step's fit: everything at first, then the fit of the step before with this step's changes.
+_OVERVIEW_LADDER = dict(zip(["everything", *_OVERVIEW_STEPS], itertools.accumulate(
+    _OVERVIEW_STEPS.values(), lambda fit, changes: dataclasses.replace(fit, **changes), initial=_Fit())))
 _CUT_WITHIN = 0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
 _ECHOED = 80  # characters of the caller's input that an error message repeats
 _MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
@@ -3968,10 +3984,11 @@ def _hidden_where(passage: Hidden, sections: Sequence[Section]) -> str:
     return ", ".join(where + ([f"p. {passage.page}"] if passage.page else [])) or "in the front matter"
 
 
-def hidden_warning(hidden: Sequence[Hidden], sections: Sequence[Section] = ()) -> str:
-    """The overview's warning of text a reader cannot see, as a Markdown quote: how many passages, how each
-    was hidden and where, that they are not the paper as printed and that paper text is never instructions;
-    each passage quoted up to ``_HIDDEN_QUOTE`` characters and all up to ``_HIDDEN_QUOTES``, the cuts said.
+def hidden_warning(hidden: Sequence[Hidden], sections: Sequence[Section] = (), *, quoted: bool = True) -> str:
+    """The warning of text a reader cannot see, as a Markdown quote: how many passages, how each was hidden and
+    where, that they are not the paper as printed and that paper text is never instructions; ``quoted`` (the
+    overview's), each passage quoted up to ``_HIDDEN_QUOTE`` characters and all up to ``_HIDDEN_QUOTES``, the
+    cuts said; else none of their words (a text of the paper, which may be handed on to another model).
     "" when nothing is hidden."""
     if not hidden:
         return ""
@@ -3983,7 +4000,8 @@ def hidden_warning(hidden: Sequence[Hidden], sections: Sequence[Section] = ()) -
         text = " ".join(passage.text.split())
         quote = truncate(text, min(_HIDDEN_QUOTE, room))[0] if room > 0 else ""
         cut = f" [{len(quote):,} of {len(text):,} characters shown]" if len(quote) < len(text) else ""
-        lines.append(f'> {number}. {_hidden_where(passage, sections)}, {passage.how}: "{quote}"{cut}')
+        said = f': "{quote}"{cut}' if quoted else ""
+        lines.append(f"> {number}. {_hidden_where(passage, sections)}, {passage.how}{said}")
         room -= len(quote)
     return "\n".join(lines + [">", '> Every hidden passage in full: `section="hidden"`.'])
 
@@ -4014,15 +4032,7 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
         return f"{format_metadata(paper, warning=warning)}\n\n## Sections\nThe full text is unavailable: {text_error}"
     links = [f"{url} (in {where})" for url, where in overview.links]
     extra = [f"- **Code and data:** {', '.join(links)}"] if links else []
-    pages = f"{overview.page_count} pages, " if overview.page_count else ""
-    summary = (f"{pages}{_size(overview.chars, overview.estimated)}"
-               + (f", in {len(overview.sections)} sections" if overview.sections else "")
-               + f", from {overview.source}.")
-    if overview.pages_covered < overview.page_count:
-        summary += (f" Only the first {overview.pages_covered} of {overview.page_count} pages are read "
-                    "(ARXIV_MAX_PAGES).")
-    if any(row.estimated for row in overview.sections):
-        summary += " ≈: estimated from the PDF's text layer until its pages are converted."
+    summary = _text_summary(overview)
     how = ('Read a section with `section="<number or title>"` (several: `"2, 4.1"`), '
            'or everything with `section="full"`.')
     if not overview.sections:
@@ -4042,6 +4052,44 @@ def format_overview(paper: Paper, overview: Overview | None, text_error: str | N
     return result
 
 
+def _text_summary(overview: Overview) -> str:
+    """The line that opens the section list: the text's pages, size, sections and source, and what is estimated."""
+    pages = f"{overview.page_count} pages, " if overview.page_count else ""
+    summary = (f"{pages}{_size(overview.chars, overview.estimated)}"
+               + (f", in {len(overview.sections)} sections" if overview.sections else "")
+               + f", from {overview.source}.")
+    if overview.pages_covered < overview.page_count:
+        summary += (f" Only the first {overview.pages_covered} of {overview.page_count} pages are read "
+                    "(ARXIV_MAX_PAGES).")
+    if any(row.estimated for row in overview.sections):
+        summary += " ≈: estimated from the PDF's text layer until its pages are converted."
+    return summary
+
+
+def format_outline(paper: Paper, overview: Overview | None, text_error: str | None, selectors: Sequence[str],
+                   max_chars: int) -> str:
+    """Every heading of the paper at every level (``section="outline"``), or of the sections that ``selectors``
+    name and all below them (``"outline 3"``): its number, title and size, and its first sentence while the
+    answer stays within ``_OVERVIEW_LIMIT`` (else the top headings' alone, else none); capped at ``max_chars``; an error message listing the choices when
+    a selector names no section."""
+    if overview is None:
+        return f"{ERROR} The text of arXiv:{paper.arxiv_id} is unavailable: {text_error}"
+    rows = list(overview.sections)
+    if selectors:
+        chosen = _select_sections([row.section for row in rows], selectors)
+        if isinstance(chosen, str):
+            return f"{ERROR} {chosen}"
+        rows = [row for top in chosen for row in rows if row.section == top or top.start < row.section.start < top.end]
+    head = f"# Outline of arXiv:{paper.arxiv_id}: {paper.title}\n\n{_text_summary(overview)}\n\n"
+    top = min((row.section.level for row in rows), default=1)
+    for depth in (9, top, 0):  # sentences for every heading, for the top ones, for none: within the limit
+        document = head + _section_rows(rows, _Fit(sentence_depth=depth))
+        if len(document) <= _OVERVIEW_LIMIT:
+            break
+    return _capped(document, max_chars, lambda shown: f"[Outline cut at {_thousands(len(shown))} characters "
+                                                       "(ARXIV_MAX_CHARS): name a section, `section=\"outline 3\"`.]")
+
+
 def _appendix_start(rows: Sequence[SectionSummary]) -> int:
     """The index of the first row of the appendices: a top-level section after the reference list, named an
     appendix or lettered ("C Full experimental details"); ``len(rows)`` when there are none."""
@@ -4055,30 +4103,45 @@ def _appendix_start(rows: Sequence[SectionSummary]) -> int:
     return len(rows)
 
 
+def _titles(sections: Sequence[Section]) -> str:
+    """Sections' labels on one line, each one's subsections in parentheses after it, in reading order:
+    ``"3.1 Stacks · 3.2 Attention (3.2.1 Scaled · 3.2.2 Multi-Head) · 3.3 Feed-Forward"``."""
+    parts, index = [], 0
+    while index < len(sections):
+        head = sections[index]
+        end = next((i for i in range(index + 1, len(sections)) if sections[i].level <= head.level), len(sections))
+        parts.append(head.label + (f" ({_titles(sections[index + 1:end])})" if end > index + 1 else ""))
+        index = end
+    return " · ".join(parts)
+
+
 def _section_rows(rows: Sequence[SectionSummary], fit: _Fit) -> str:
     """The overview's section list at one step of its shrinking: a row per section with its sentence down to
-    ``fit.sentence_depth``, the rows past the appendices' or the body's depth folded into their parent's as
-    counts, with the call that reads them."""
-    shown: list[tuple[SectionSummary, Counter[str]]] = []
+    ``fit.sentence_depth``; the rows past the appendices' or the body's depth are listed in their parent's, as
+    a line of their numbers and titles or, counted, as a count with the call that lists them."""
+    shown: list[tuple[SectionSummary, list[Section], bool]] = []  # a row, the sections it lists, in the appendices
     back = _appendix_start(rows)
     for index, row in enumerate(rows):
         if shown and row.section.level > (fit.appendix_depth if index >= back else fit.body_depth):
-            parent, folded = shown[-1]
-            folded["below" if row.section.level > parent.section.level + 1 else "in"] += 1
+            shown[-1][1].append(row.section)
         else:
-            shown.append((row, Counter()))
+            shown.append((row, [], index >= back))
     lines = []
-    for row, folded in shown:
-        section = row.section
+    for row, listed, appendix in shown:
+        section, counted = row.section, fit.appendix_counted if appendix else fit.body_counted
         size = _size(section.chars, row.estimated)
-        if folded:
-            count = f"{folded['in']} subsections, {folded['below']} more below them" if folded["in"] and \
-                folded["below"] else f"{folded.total()} subsection{'s' if folded.total() > 1 else ''}"
-            size += f'; {count}: section="{section.number or section.title}"'
+        if listed and counted:
+            inner = sum(s.level == section.level + 1 for s in listed)
+            count = f"{inner} subsections, {len(listed) - inner} more below them" if 0 < inner < len(listed) \
+                else f"{len(listed)} subsection{'s' if len(listed) > 1 else ''}"
+            size += f'; {count}: section="outline {section.number or section.title}"'
         line = f"{'  ' * (section.level - 1)}- **{section.label}** ({size})"
-        if row.note or section.level <= fit.sentence_depth and row.sentence:
+        if row.note or section.level <= fit.sentence_depth and row.sentence and (
+                fit.appendix_sentences or not appendix):
             line += f": {row.note or _shortened(row.sentence, fit.sentence_width)}"
         lines.append(line)
+        if listed and not counted:
+            lines.append(f"{'  ' * section.level}{_titles(listed)}")
     return "\n".join(lines)
 
 
@@ -4116,9 +4179,9 @@ def format_full(paper: Paper, text: PaperText | None, text_error: str | None, ma
                 hidden: Sequence[Hidden] = ()) -> str:
     """The whole document: metadata, abstract and ``## Full Text (PDF)`` (``(HTML)`` for a text from arXiv's
     HTML), capped at ``max_chars`` with a note saying what was cut and how to read on; the warning of its hidden
-    text (``hidden_warning``) on top."""
+    text (``hidden_warning``, quoting none of it) on top."""
     kind = "HTML" if text is not None and text.source == _HTML_SOURCE else "PDF"
-    warning = hidden_warning(hidden, text.sections if text is not None else ())
+    warning = hidden_warning(hidden, text.sections if text is not None else (), quoted=False)
     head = format_metadata(paper, warning=warning) + f"\n\n## Full Text ({kind})\n"
     if text is None:
         return head + f"The full text is unavailable: {text_error}"
@@ -5540,7 +5603,7 @@ class PaperLibrary:
             return set()
         if request.mode is Mode.FULL or state.structure.skim is None:
             return full
-        if request.mode is Mode.OVERVIEW:
+        if request.mode in (Mode.OVERVIEW, Mode.OUTLINE):
             return set()
         outline = [row.section for row in state.structure.skim.sections]
         chosen = _select_sections(outline, request.sections)
@@ -5591,10 +5654,10 @@ class PaperLibrary:
             return dataclasses.replace(visuals, overview=state.structure.skim)
         if mode is Mode.FULL or state.structure.skim is None:
             text = self._text(state, full=True)
-            overview = overview_of(text) if mode is Mode.OVERVIEW else None
+            overview = overview_of(text) if mode in (Mode.OVERVIEW, Mode.OUTLINE) else None
             return dataclasses.replace(visuals, text=text, overview=overview)
         text = self._text(state, full=False)
-        if mode is Mode.OVERVIEW:
+        if mode in (Mode.OVERVIEW, Mode.OUTLINE):
             return dataclasses.replace(visuals, text=text, overview=state.structure.skim.refined(text))
         chosen = _select_sections(text.sections, request.sections)
         if not isinstance(chosen, str) and not all(text.is_whole(section) for section in chosen) and \
@@ -5729,7 +5792,7 @@ Read: give `paper` (an arXiv id such as 1706.03762 or hep-th/9711200, optionally
 or any arxiv.org abs/pdf/html URL). Without `section` you get an overview: metadata, abstract and the list \
 of sections with their sizes. Then read the sections you need with `section` (a number such as "3" or "2.1", \
 or a title such as "Introduction"; several separated by commas), or the whole paper with section="full" \
-(long: prefer sections). The text is arXiv's HTML where it has one (math as LaTeX), else the PDF's. \
+(long: prefer sections); section="outline" (or "outline 3") lists every heading with its size. The text is arXiv's HTML where it has one (math as LaTeX), else the PDF's. \
 section="figure 2", "table I" or "equation 5" returns that region as an image from the PDF with its \
 caption or text. section="bibtex" cites the paper. `find` returns the passages that hold some words \
 or a "quoted phrase", with their sections (and pages, for a text from the PDF). Text a reader of the paper \
@@ -5743,7 +5806,7 @@ _PAPER_HELP = ("arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:
                "or 'https://arxiv.org/abs/1706.03762'. With `find`: up to 10, comma-separated.")
 _SECTION_HELP = ("With `paper`: omit (or 'overview') for the overview (metadata, abstract, section list); a section "
                  "number or title ('3', '2.1', 'Introduction', several comma-separated; 'references' for the "
-                 "reference list); 'full' for the whole text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for "
+                 "reference list); 'outline' (or 'outline 3') for every heading; 'full' for the whole text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for "
                  "images; 'figures' lists them; 'hidden' quotes text a reader cannot see, which the overview "
                  "warns of.")
 _FIND_HELP = ("With `paper`: words (all must appear) or a \"quoted phrase\" to find; returns the matching passages, "
@@ -5796,6 +5859,9 @@ def read_answer(paper: str, section: str | None = None, *, find: str | None = No
     if request.mode is Mode.OVERVIEW:
         return Answer(format_overview(reading.paper, reading.overview, reading.text_error, reading.captions,
                                       reading.hidden))
+    if request.mode is Mode.OUTLINE:
+        return Answer(format_outline(reading.paper, reading.overview, reading.text_error, request.sections,
+                                     library.settings.max_chars))
     if request.mode is Mode.HIDDEN:
         rows = reading.overview.sections if reading.overview else ()
         return Answer(format_hidden(reading.paper, reading.hidden, [row.section for row in rows]))

@@ -585,13 +585,15 @@ def routing_rows(overview: am.Overview) -> list[am.SectionSummary]:
 
 def report_overviews(pdfs: dict[str, bytes]) -> None:
     """The overviews an agent routes by (issue 30): their sizes, how many routing rows (``routing_rows``) show a
-    sentence, on the PDF path and the HTML path, how many shown sentences only announce their section, and what
+    sentence, on the PDF path and the HTML path, how many shown sentences only announce their section, how many
+    overviews list every heading (issue 40), and what
     an agent reads before the evidence: the overview, `find` "results", then the section of its first passage
     (its size as the overview gives it, within ARXIV_MAX_CHARS)."""
-    sizes, shown, rows, announcing, sentences, before_evidence = [], Counter(), Counter(), 0, 0, []
+    sizes, shown, rows, announcing, sentences, before_evidence, mapped = [], Counter(), Counter(), 0, 0, [], 0
     for name, (paper, overview, captions, passages) in routing_overviews(pdfs).items():
         text = am.format_overview(paper, overview, None, captions)
         sizes.append(len(text))
+        mapped += all(row.section.label in text for row in overview.sections)  # a row, or a title in its parent's
         found = am.format_find(paper, passages, "results", overview)
         first = re.search(r"^1\. \*\*(.+?)\*\*", found, re.M)
         section = next((row.section.chars for row in overview.sections if first and row.section.label == first[1]), 0)
@@ -611,6 +613,7 @@ def report_overviews(pdfs: dict[str, bytes]) -> None:
     print(f"| sizes: median, largest (budget: ≤ 4,000, never > 4,500) | {statistics.median(sizes):,.0f}, "
           f"{max(sizes):,} chars over all {len(sizes)} | |")
     print(f"| shown sentences that only announce their section | {announcing} of {sentences} | |")
+    print(f"| overviews that list every heading (as a row or a title; issue 40) | {mapped} of {len(sizes)} | |")
     print(f"| characters read before the evidence (overview, `find`, one section), median | "
           f"{statistics.median(before_evidence):,.0f} | |")
 
@@ -850,6 +853,59 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
           f"pass {light:.2f} s, its RSS then {structures_rss:.0f} MB | | | |")
 
 
+def search_feed(ids: list[str]) -> str:
+    """A search's Atom feed that lists ``ids``, each with ATOM_ENTRY's minimal metadata."""
+    feed = ATOM_ENTRY.replace("<opensearch:totalResults>1", f"<opensearch:totalResults>{len(ids)}")
+    entry = feed[feed.index("  <entry>"):feed.index("</feed>")]
+    return feed.replace(entry, "".join(entry.format(id=i) for i in ids)).replace("{{", "{").replace("}}", "}")
+
+
+def first_section(overview: str) -> str:
+    """The number (or first word) of the first section an overview lists."""
+    return re.search(r"^- \*\*(\S+)", overview.split("## Sections")[1], re.M)[1]
+
+
+def report_pace(pdfs: dict[str, bytes], runs: int, server: str) -> None:
+    """Issue 40: the agent session at arXiv's pace as a client runs it: a stdio server (``server``) with a fresh
+    disk cache and ARXIV_MIN_INTERVAL=3 searches, and the search lists 2304.02623v1, 1111.2011v2 and 2203.00274v2
+    (only the last has HTML); then the agent reads each one's overview and first section, one call after the
+    other.  Every request goes to one stand-in host, so the limiter's floor is 3 s between requests.  Reported:
+    the wall time from the search to the last answer, the floor, and when each request reached the stand-in."""
+    ids = ["2304.02623v1", "1111.2011v2", "2203.00274v2"]
+    feed, answer = search_feed(ids), corpus_answer(pdfs, {"2203.00274v2": (HTML_DIR / "2203.00274.html").read_bytes()})
+    arrived: list[tuple[float, str]] = []
+
+    def logged(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
+        arrived.append((time.perf_counter(), "search" if "search_query" in query else path))
+        return (feed.encode(), "application/atom+xml") if "search_query" in query else answer(path, query)
+
+    async def session(session, process) -> tuple[float, float, list[tuple[str, float]]]:
+        arrived.clear()
+        start, calls = time.perf_counter(), []
+        calls.append(("search", (await timed_call(session, query="session"))[0]))
+        for arxiv_id in ids:
+            seconds, overview = await timed_call(session, paper=arxiv_id)
+            calls.append((f"{arxiv_id} overview", seconds))
+            calls.append((f"{arxiv_id} first section", (await timed_call(session, paper=arxiv_id,
+                                                                         section=first_section(overview)))[0]))
+        return start, time.perf_counter(), calls
+
+    stand_in = serve(logged)
+    urls = stand_in_settings(stand_in)
+    print("| run | wall time (search to last answer) | the limiter's floor | calls (s) | requests (s after the search) |"
+          "\n|---|---|---|---|---|")
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
+                   "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": folder, "ARXIV_MIN_INTERVAL": "3"}
+            start, end, calls = with_server(env, server, session)
+        wall = end - start
+        requests = ", ".join(f"{path} {when - start:.1f}" for when, path in arrived)
+        print(f"| {run + 1} | {wall:.2f} s | {3.0 * (len(arrived) - 1):.0f} s | "
+              f"{', '.join(f'{name} {seconds:.2f}' for name, seconds in calls)} | {requests} |")
+    stand_in.shutdown()
+
+
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
     """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
     pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
@@ -858,10 +914,7 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
     must fail at once, and each overview carry the paper's own title and the note."""
     htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
     ids = [i for i in ("2203.00274v2", "2508.08468v6", "1111.2011v2") if i in pdfs or i in htmls]
-    feed = ATOM_ENTRY.replace("<opensearch:totalResults>1", f"<opensearch:totalResults>{len(ids)}")
-    entry = feed[feed.index("  <entry>"):feed.index("</feed>")]
-    feed = feed.replace(entry, "".join(entry.format(id=i) for i in ids)).replace("{{", "{").replace("}}", "}")
-    answer, asked = corpus_answer(pdfs, htmls), []
+    feed, answer, asked = search_feed(ids), corpus_answer(pdfs, htmls), []
 
     def counted(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
         asked.append(path)
@@ -881,8 +934,7 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
             seconds, overview = timed(am.read_paper, arxiv_id, library=library)
             overviews.append(seconds)
             assert ("> Metadata from the paper itself" in overview) == throttled, overview[:300]
-            first = re.search(r"^- \*\*(\S+)", overview.split("## Sections")[1], re.M)[1]
-            assert not am.read_paper(arxiv_id, first, library=library).startswith(am.ERROR)
+            assert not am.read_paper(arxiv_id, first_section(overview), library=library).startswith(am.ERROR)
         return time.perf_counter() - start, list(asked), overviews
 
     print("| session | requests | wall time | the limiter's floor | overviews (median / slowest) |")
@@ -933,10 +985,12 @@ def main() -> None:
                         help="only three stdio servers on one cache folder, and what a shared turn costs (issue 31)")
     parser.add_argument("--find", action="store_true",
                         help="only `find` over the 50 papers read, warm and after a restart (issue 32)")
+    parser.add_argument("--pace", action="store_true",
+                        help="only the agent session at arXiv's pace through a real stdio server (issue 40)")
     parser.add_argument("--stalls", action="store_true",
                         help="only answers beside background PDF work, after a restart, and memory (issue 34)")
     parser.add_argument("--server", default=str(HERE / "arxiv_mcp.py"),
-                        help="with --machine or --stalls: the server script to start (another checkout's, to compare)")
+                        help="with --machine, --stalls or --pace: the server script to start (another checkout's, to compare)")
     parser.add_argument("--throttled", action="store_true",
                         help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
     args = parser.parse_args()
@@ -958,6 +1012,7 @@ def main() -> None:
         "machine": lambda: report_machine(pdfs, args.runs, args.server),
         "find": lambda: report_find_across(pdfs, args.runs),
         "stalls": lambda: report_stalls(pdfs, args.runs, args.server),
+        "pace": lambda: report_pace(pdfs, args.runs, args.server),
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()
