@@ -3048,6 +3048,7 @@ class _LatexmlWriter:
         self.run_in = ""  # a run-in heading waiting for its paragraph
         self.paragraphs = self.paragraphs_with_errors = 0
         self.hidden: dict[int, Hidden] = {}  # by the id of the hidden element
+        self.figures = 0  # numbered figures and tables being written, one inside another
 
     # Blocks
 
@@ -3142,14 +3143,17 @@ class _LatexmlWriter:
         self.blocks.append(f"{'#' * min(6, level + 1)} {f'{number} {title}'.strip()}")
 
     def figure(self, node: _Node, level: int) -> None:
-        """A figure or table with its own numbered caption is one entry: the figure's line (how to see it as
-        an image) or the table as Markdown, then its caption, the panels' captions part of it.  Without one,
-        what it holds is read as blocks (subfigures numbered on their own, an unnumbered float)."""
+        """A figure or table with its own numbered caption is one entry: the figure's line (how to see it as an
+        image; none for a table), its caption (the panels' captions part of it), then what it holds besides
+        pictures, as text: tables as Markdown, math, paragraphs, listings, a panel's led by its label ("(a)").
+        Without a numbered caption: inside such an entry, a panel, its label before what it holds; else what it
+        holds read as blocks (subfigures numbered on their own, an unnumbered float)."""
         caption = next((c for c in node.children if isinstance(c, _Node) and c.tag == "figcaption"), None)
         tag = caption and next(caption.find_all(lambda n: n.has("ltx_tag_figure", "ltx_tag_table")), None)
         label = _CAPTION_LABEL.match(self.line(tag) + ":") if tag else None
         if caption is None or label is None:
-            self.mixed(node, level)
+            held = self.held(node, caption if self.figures else None, level)
+            self.blocks += [self.line(tag)] + held if held and tag and self.figures else held
             return
         kind, number = _kind_of(label["kind"]), label["number"]
         text = self.line(caption)
@@ -3158,13 +3162,18 @@ class _LatexmlWriter:
         if panels:
             text += " Panels: " + "; ".join(p for p in panels if p) + "."
         self.captions.append(Caption(kind, number, 0, text))
-        if kind == "Table":
-            tables = [self.table(t) for t in node.find_all(lambda n: n.has("ltx_tabular"))]
-            self.emit("\n\n".join([text, *[t for t in tables if t]]))
-        else:  # a listing in a figure is text too
-            code = [self.code(n) for n in node.find_all(lambda n: n.has("ltx_listing"))]
-            image = f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*'
-            self.emit("\n\n".join([f"{image}\n{text}", *code]))
+        self.figures += 1
+        held = self.held(node, caption, level)
+        self.figures -= 1
+        image = f'*[{kind} {number}: an image of it with section="{kind.lower()} {number}"]*\n' * (kind != "Table")
+        self.emit("\n\n".join([image + text, *held]))
+
+    def held(self, node: _Node, caption: _Node | None, level: int) -> list[str]:
+        """The blocks that ``node`` holds besides its ``caption``, written apart from the text's."""
+        start = len(self.blocks)
+        self.mixed(_Node(node.tag, node.classes, node.attrs, [c for c in node.children if c is not caption]), level)
+        held, self.blocks[start:] = self.blocks[start:], []
+        return held
 
     def table(self, node: _Node) -> str:
         """A tabular as a Markdown table: a merged cell's text stands in its first row and column, and the

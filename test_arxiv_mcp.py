@@ -2809,6 +2809,104 @@ def test_figures_are_one_entry_with_their_caption_and_panels(html_papers):
     assert ".png" not in paper.text.markdown  # the page's images are never named, let alone fetched
 
 
+def test_tableformers_figure_1_is_its_two_tables_after_its_caption(html_papers):
+    markdown = html_papers("2203.00274").text.markdown
+    entry = markdown[markdown.index('*[Figure 1: an image of it with section="figure 1"]*'):]
+    entry = entry[:entry.index("\n\n## ")]  # to the next section's heading
+    caption, first, second = entry.index("Figure 1: "), entry.index("| Title | Length |"), entry.index("| Nation |")
+    assert caption < entry.index("(a)\n\n| Title") < first < entry.index("(b)\n\n| Nation") < second
+    assert "| Title | Length |\n|---|---|\n| **Screwed Up** | **5:02** |\n| Ghetto Queen | 5:00 |" in entry
+    assert "| Great Britain | 2 | 1 | 2 |\n| **Spain** | **1** | **2** | **0** |" in entry
+    assert "**Question:** Of all song lengths, which one is the longest? **Gold Answer:** 5:02" in entry
+
+
+FIGURE_WITH_TEXT = (
+    '<figure class="ltx_figure" id="S1.F1"><div class="ltx_flex_figure">'
+    '<div class="ltx_flex_cell"><figure class="ltx_figure ltx_figure_panel" id="S1.F1.sf1">'
+    '<table class="ltx_tabular"><tr class="ltx_tr"><td class="ltx_td" colspan="2">Voter</td></tr>'
+    '<tr class="ltx_tr"><td class="ltx_td">1</td><td class="ltx_td"><math alttext="a\\succ b" display="inline">'
+    '<mi>a</mi></math></td></tr></table>'
+    '<figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">(a) </span>A profile.</figcaption>'
+    '</figure></div>'
+    '<div class="ltx_flex_cell"><figure class="ltx_figure ltx_figure_panel" id="S1.F1.sf2">'
+    '<img class="ltx_graphics" src="x1.png" alt=""/>'
+    '<figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">(b) </span>A plot.</figcaption>'
+    '</figure></div></div>'
+    '<table class="ltx_equation ltx_eqn_table" id="S1.E3"><tr class="ltx_equation ltx_eqn_row">'
+    '<td class="ltx_eqn_cell ltx_align_center"><math alttext="f(x)=\\sum_{i}x_{i}" display="block"><mi>f</mi></math>'
+    '</td><td class="ltx_eqn_cell ltx_eqn_eqno"><span class="ltx_tag ltx_tag_equation">(3)</span></td></tr></table>'
+    '<div class="ltx_inline-block ltx_minipage"><p class="ltx_p">Each voter ranks the candidates once.</p></div>'
+    '<figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">Figure 1: </span>Two profiles.'
+    '</figcaption></figure>')
+
+
+def test_a_figure_that_holds_text_gives_it_after_its_caption_each_panel_after_its_label():
+    paper = am.parse_html(latexml(FIGURE_WITH_TEXT))
+    entry = paper.text.markdown[paper.text.markdown.index("*[Figure 1:"):]
+    assert entry.startswith('*[Figure 1: an image of it with section="figure 1"]*\nFigure 1: Two profiles. '
+                            'Panels: (a) A profile.; (b) A plot..\n\n(a)\n\n| Voter |  |\n|---|---|\n'
+                            '| 1 | $a\\succ b$ |\n\n$$f(x)=\\sum_{i}x_{i}$$ (3)\n\n'
+                            'Each voter ranks the candidates once.\n')
+    assert "(b)" not in entry.split("Panels:")[1].split("..")[1]  # a panel of pictures alone: no label, no text
+    assert paper.equations == {"3": "$$f(x)=\\sum_{i}x_{i}$$ (3)"}
+    assert [(c.kind, c.number) for c in paper.captions] == [("Figure", "1")]
+    assert "Each **voter ranks** the candidates" in am.format_find(ATOM_1111_PAPER, paper.passages, "voter ranks")
+
+
+def figure_contents(page: str) -> dict[str, list[str]]:
+    """Each numbered figure's table cells and formulas outside its captions and pictures, as its text should give
+    them (a cell's text, a formula's LaTeX), read from the page's tree: figure number → items."""
+    parser, writer = am._ArticleParser(), am._LatexmlWriter()
+    parser.feed(page)
+    contents = {}
+    for figure in parser.article.find_all(lambda n: n.tag == "figure" and n.has("ltx_figure")):
+        caption = next((c for c in figure.children if isinstance(c, am._Node) and c.tag == "figcaption"), None)
+        if caption is None or not (label := am._CAPTION_LABEL.match(writer.line(caption))):
+            continue
+        inside = list(figure.find_all(lambda n: n.tag in ("td", "th", "math", "figcaption") or n.has("ltx_picture")))
+        cells = [writer.line(n) for n in inside if n.tag in ("td", "th")]
+        formulas = [am._tex(n.attrs.get("alttext", "")) for n in inside if n.tag == "math"]
+        contents[label["number"]] = [item for item in cells + formulas if item]
+    return contents
+
+
+@pytest.mark.parametrize("name", ["2203.00274", "2305.03393", "2403.03507", "2407.16314", "2508.08468"])
+def test_the_cells_and_formulas_inside_each_pages_figures_are_in_the_text_after_their_caption(html_papers, name):
+    markdown = html_papers(name).text.markdown
+    items = found = 0
+    for number, contents in figure_contents(html_page(name)).items():
+        entry = markdown[markdown.index(f"*[Figure {number}:"):]
+        entry = entry[:entry.index("\n\n#")] if "\n\n#" in entry else entry  # to the next heading
+        items, found = items + len(contents), found + sum(item in entry for item in contents)
+    assert found >= 0.95 * items, f"{found} of {items}"
+    assert name != "2203.00274" or items == found == 22  # the one page we hold whose figures hold text
+
+
+@pytest.mark.parametrize("picture", [
+    '<img class="ltx_graphics" src="x1.png" alt=""/>',
+    '<div class="ltx_flex_figure"><div class="ltx_flex_cell"><figure class="ltx_figure ltx_figure_panel">'
+    '<img class="ltx_graphics" src="x1.png"/><figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">'
+    '(a) </span>Left.</figcaption></figure></div></div>',
+    '<span class="ltx_picture"><svg height="40" width="80"><g><text>node label</text>'
+    '<foreignObject><span>x</span></foreignObject></g></svg></span>'])
+def test_a_figure_of_pictures_alone_stays_its_line_and_caption(picture):
+    paper = am.parse_html(latexml(f'<figure class="ltx_figure" id="S1.F2">{picture}<figcaption class="ltx_caption">'
+                                  '<span class="ltx_tag ltx_tag_figure">Figure 2: </span>A drawing.</figcaption>'
+                                  '</figure><p class="ltx_p">After it.</p>'))
+    body = paper.text.markdown.split("## 1 Method\n\n")[1]
+    caption = "Figure 2: A drawing." + (" Panels: (a) Left.." if "Left" in picture else "")
+    assert body == f'*[Figure 2: an image of it with section="figure 2"]*\n{caption}\n\nAfter it.\n'
+
+
+def test_hidden_text_in_a_figures_table_is_left_out_and_warned_of():
+    page = FIGURE_WITH_TEXT.replace('<td class="ltx_td">1</td>',
+                                    f'<td class="ltx_td"><span style="color:#FFFFFF">{HIDDEN_PROMPT}</span></td>')
+    paper = am.parse_html(latexml(page))
+    assert [(h.text, h.how) for h in paper.hidden] == [(HIDDEN_PROMPT, "white")]
+    assert "IGNORE" not in paper.text.markdown and f"| {am._HIDDEN_MARK} | $a\\succ b$ |" in paper.text.markdown
+    assert "1 passage" in am.hidden_warning(paper.hidden, paper.text.sections)
+
+
 def test_footnotes_are_notes_after_their_paragraph(html_papers):
     markdown = html_papers("2407.16314").text.markdown
     notes = re.findall(r"^\[\^([0-9]+)\]: \S", markdown, re.M)
