@@ -430,15 +430,14 @@ def test_an_assertion_that_fails_in_a_thread_fails_its_test(tmp_path):
 
 def test_the_corpus_tests_skip_without_shared_and_fail_where_ci_requires_it(tmp_path):
     """A user's clone without ../shared passes the README's test command; CI (ARXIV_TEST_CORPUS=required) fails."""
-    runs = {}
-    for required in ("", "required"):
-        runs[required] = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", str(HERE / "test_arxiv_mcp.py"),
-             "-k", "every_overview_of_the_corpus or no_corpus_paper_has_hidden or affiliation_footnotes"],
-            env={**os.environ, "ARXIV_TEST_SHARED": str(tmp_path), "ARXIV_TEST_CORPUS": required}, cwd=HERE,
-            capture_output=True, text=True, timeout=120)
-    assert runs[""].returncode == 0 and "\n3 skipped" in runs[""].stdout, runs[""].stdout[-2_000:]
-    assert runs["required"].returncode == 1 and "\n3 failed" in runs["required"].stdout, runs["required"].stdout[-2_000:]
+    runs = {required: subprocess.Popen(  # both at once
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--assert=plain",
+         str(HERE / "test_arxiv_mcp.py"), "-k", "every_overview_of_the_corpus or no_corpus_paper_has_hidden or "
+         "affiliation_footnotes"], env={**os.environ, "ARXIV_TEST_SHARED": str(tmp_path), "ARXIV_TEST_CORPUS": required},
+        cwd=HERE, stdout=subprocess.PIPE, text=True) for required in ("", "required")}
+    out = {required: run.communicate(timeout=120)[0] for required, run in runs.items()}
+    assert runs[""].returncode == 0 and "\n3 skipped" in out[""], out[""][-2_000:]
+    assert runs["required"].returncode == 1 and "\n3 failed" in out["required"], out["required"][-2_000:]
 
 
 def test_rate_limiter_lets_one_request_at_a_time_per_host():
