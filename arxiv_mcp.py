@@ -6098,7 +6098,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         server.run()
         return
     if args.host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("serving on %s: anyone who can reach it can use this server; see the README", args.host)
+        log.warning("serving on %s: anyone who can reach it can use this server; see docs/operations.md", args.host)
     if "host" in inspect.signature(server.run_streamable_http_async).parameters:
         server.run("streamable-http", host=args.host, port=args.port)
     else:

@@ -381,7 +381,7 @@ def server_calls(env: dict[str, str], calls: list[dict[str, str]], linger: float
 
 
 def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: int) -> None:
-    """The agent-session rows of the README's table: ratios to the baseline with the limiter's gap as set and
+    """The agent-session rows of docs/performance.md's table: ratios to the baseline with the limiter's gap as set and
     at arXiv's 3 s, the overview beside a long conversion and eight papers at once."""
     baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
     bases = {i: statistics.median(baseline(data, settings.max_pages) for _ in range(runs)) for i, data in pdfs.items()}

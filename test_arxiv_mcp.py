@@ -284,6 +284,59 @@ def test_module_imports_without_loading_pymupdf_or_mcp():
     assert out.stdout.split() == ["False", "False"]
 
 
+DOCS = [HERE / "README.md", *sorted((HERE / "docs").glob("*.md"))]
+
+
+def markdown_outside_code(path: Path) -> str:
+    """A Markdown file's text without its fenced code blocks (whose links and headings are examples)."""
+    return re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them (repeats numbered -1, -2, …)."""
+    anchors: Counter[str] = Counter()
+    found = set()
+    for title in re.findall(r"^#{1,6} (.+)$", markdown_outside_code(path), re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+        found.add(f"{slug}-{anchors[slug]}" if anchors[slug] else slug)
+        anchors[slug] += 1
+    return found
+
+
+def test_the_readme_opens_with_a_configuration_and_the_two_commands():
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300 and len(readme) <= 25_000
+    first = "\n".join(readme.splitlines()[:80])
+    block = re.search(r"```json\n(.*?)```", first, re.S)
+    assert block and json.loads(block[1])["mcpServers"]["arxiv"]["args"][0] == "run"
+    assert "`uv run arxiv_mcp.py`" in first and "`uv run --locked pytest`" in first
+    assert "uv run --locked pytest" in (HERE / ".ci" / "run").read_text()  # CI runs the README's test command
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda path: path.name)
+def test_every_relative_link_and_anchor_of_the_docs_resolves(path):
+    links = re.findall(r"\]\(([^)\s]+)\)", markdown_outside_code(path))
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue  # https:, mailto:
+        target, _, anchor = link.partition("#")
+        file = (path.parent / target).resolve() if target else path
+        assert file.exists(), f"{path.name}: {link} names no file"
+        assert not anchor or anchor in heading_anchors(file), f"{path.name}: {link} names no heading"
+    assert path.name == "README.md" or links, "a page that links nowhere"
+
+
+def test_every_setting_is_in_the_readmes_table_with_its_default():
+    rows = dict(re.findall(r"^\| `(ARXIV_[A-Z_]+)` \| ([^|]+) \|", (HERE / "README.md").read_text(), re.M))
+    assert set(rows) == {f"ARXIV_{field.name.upper()}" for field in dataclasses.fields(am.Settings)}
+    for field in dataclasses.fields(am.Settings):
+        default = field.default
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            assert rows[f"ARXIV_{field.name.upper()}"].strip() == f"`{default:g}`", field.name
+        elif field.name.endswith("_url") or field.name in ("source", "log_level"):
+            assert rows[f"ARXIV_{field.name.upper()}"].strip() == f"`{default}`", field.name
+
+
 # ---------------------------------------------------------------------------
 # Identifiers
 # ---------------------------------------------------------------------------
