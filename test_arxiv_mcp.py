@@ -38,8 +38,7 @@ from bench_arxiv_mcp import ATOM_ENTRY, corpus_answer, debris, routing_overviews
 
 HERE = Path(__file__).parent
 DATA = HERE / "testdata"
-SHARED = Path(os.environ.get("ARXIV_TEST_SHARED", HERE.parent / "shared"))  # another folder: to test without it
-CORPUS = SHARED / "corpus"
+SHARED = HERE.parent / "shared"
 CORPUS_REQUIRED = os.environ.get("ARXIV_TEST_CORPUS") == "required"  # .ci/run sets it
 
 
@@ -481,16 +480,15 @@ def test_an_assertion_that_fails_in_a_thread_fails_its_test(tmp_path):
     assert run.returncode == 1 and "1 failed" in run.stdout, run.stdout[-2_000:]
 
 
-def test_the_corpus_tests_skip_without_shared_and_fail_where_ci_requires_it(tmp_path):
+def test_the_corpus_tests_skip_without_shared_and_fail_where_ci_requires_it(monkeypatch, tmp_path):
     """A user's clone without ../shared passes the README's test command; CI (ARXIV_TEST_CORPUS=required) fails."""
-    runs = {required: subprocess.Popen(  # both at once
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--assert=plain",
-         str(HERE / "test_arxiv_mcp.py"), "-k", "every_overview_of_the_corpus or no_corpus_paper_has_hidden or "
-         "affiliation_footnotes"], env={**os.environ, "ARXIV_TEST_SHARED": str(tmp_path), "ARXIV_TEST_CORPUS": required},
-        cwd=HERE, stdout=subprocess.PIPE, text=True) for required in ("", "required")}
-    out = {required: run.communicate(timeout=120)[0] for required, run in runs.items()}
-    assert runs[""].returncode == 0 and "\n3 skipped" in out[""], out[""][-2_000:]
-    assert runs["required"].returncode == 1 and "\n3 failed" in out["required"], out["required"][-2_000:]
+    monkeypatch.setattr(sys.modules[__name__], "SHARED", tmp_path)
+    assert corpus_pdfs() == ["(the corpus)"]  # one test, which skips (or fails)
+    for required, outcome in ((False, pytest.skip.Exception), (True, pytest.fail.Exception)):
+        monkeypatch.setattr(sys.modules[__name__], "CORPUS_REQUIRED", required)
+        for parts, folder in (((), "html"), (("pdf",), "corpus"), (("pdf", "2203.00274v2.pdf"), "corpus")):
+            with pytest.raises(outcome):
+                corpus_file(*parts, folder=folder)
 
 
 def test_rate_limiter_lets_one_request_at_a_time_per_host():
@@ -1729,7 +1727,7 @@ def test_outline_with_appendices_and_unbookmarked_back_matter():
 
 def corpus_pdfs() -> list[str]:
     """The names of every corpus PDF, or one name that makes ``corpus_file`` skip (or fail, in CI) without it."""
-    return sorted(path.name for path in (CORPUS / "pdf").glob("*.pdf")) or ["(the corpus)"]
+    return sorted(path.name for path in (SHARED / "corpus" / "pdf").glob("*.pdf")) or ["(the corpus)"]
 
 
 @pytest.mark.parametrize("name", corpus_pdfs(), ids=lambda name: name.removesuffix(".pdf"))
