@@ -1,15 +1,16 @@
 """Benchmark of arxiv_mcp on real arXiv PDFs, offline.
 
-    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...] [--agent]
-    uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris, what the layout finds
-    uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html against their PDFs, and memory
-    uv run bench_arxiv_mcp.py --session # search and read 3 results at arXiv's pace, then again after a restart
-    uv run bench_arxiv_mcp.py --session --throttled  # the same while every API request gets "Rate exceeded."
-    uv run bench_arxiv_mcp.py --hidden  # what finding hidden text costs: each stage with and without the check
-    uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by: sizes, rows that show a sentence
-    uv run bench_arxiv_mcp.py --machine  # three stdio servers on one cache folder: one client to arXiv
-    uv run bench_arxiv_mcp.py --find  # `find` over the 50 papers read, warm and after a restart
-    uv run bench_arxiv_mcp.py --stalls  # answers beside background PDF work and after a restart; memory
+    uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...]
+    [--agent] uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris,
+    what the layout finds uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html
+    against their PDFs, and memory uv run bench_arxiv_mcp.py --session # search and read 3 results
+    at arXiv's pace, then again after a restart uv run bench_arxiv_mcp.py --session --throttled  #
+    the same while every API request gets "Rate exceeded." uv run bench_arxiv_mcp.py --hidden  #
+    what finding hidden text costs: each stage with and without the check uv run bench_arxiv_mcp.py
+    --overviews  # the overviews an agent routes by: sizes, rows that show a sentence uv run
+    bench_arxiv_mcp.py --machine  # three stdio servers on one cache folder: one client to arXiv uv
+    run bench_arxiv_mcp.py --find  # `find` over the 50 papers read, warm and after a restart uv run
+    bench_arxiv_mcp.py --stalls  # answers beside background PDF work and after a restart; memory
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -42,8 +43,9 @@ from pathlib import Path
 import arxiv_mcp as am
 
 HERE = Path(__file__).parent
-# arxiv_mcp points the process's stdout at stderr while it converts a page (pymupdf4llm prints), which would
-# send a row printed meanwhile from another thread to stderr: the tables go to the real stdout.
+# arxiv_mcp points the process's stdout at stderr while it converts a page (pymupdf4llm prints),
+# which would send a row printed meanwhile from another thread to stderr: the tables go to the real
+# stdout.
 print = functools.partial(print, file=sys.__stdout__, flush=True)
 
 
@@ -73,10 +75,13 @@ ATOM_ENTRY = """<?xml version='1.0' encoding='UTF-8'?>
 Answer = Callable[[str, dict[str, list[str]]], "tuple[bytes, str] | tuple[bytes, str, int] | None"]
 
 
-def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http.server.ThreadingHTTPServer:
-    """A loopback HTTP server standing in for arXiv: ``answer(path, query)`` gives (body, content type) or
-    (body, content type, status), or None for a 404.  The tests use it too.  Another loopback ``host``
-    (127.0.0.2) stands in for another of arXiv's hosts, with a limiter slot of its own."""
+def serve(
+    answer: Answer, latency: float = 0.0, host: str = "127.0.0.1"
+) -> http.server.ThreadingHTTPServer:
+    """A loopback HTTP server standing in for arXiv: ``answer(path, query)`` gives (body, content
+    type) or (body, content type, status), or None for a 404.  The tests use it too.  Another
+    loopback ``host`` (127.0.0.2) stands in for another of arXiv's hosts, with a limiter slot of its
+    own."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -101,24 +106,37 @@ def serve(answer: Answer, latency: float = 0.0, host: str = "127.0.0.1") -> http
     return server
 
 
-def stand_in_settings(server: http.server.ThreadingHTTPServer, html: http.server.ThreadingHTTPServer | None = None,
-                      min_interval: float = 0.0) -> am.Settings:
-    """Settings that send every request to the stand-in ``server`` (arXiv's HTML to ``html`` when given, as
-    arXiv serves it from a host of its own), with a deadline no measured read meets."""
-    base, html_base = (f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (server, html or server))
-    return am.Settings(api_url=f"{base}/api/query", pdf_url=f"{base}/pdf/{{id}}", html_url=f"{html_base}/html/{{id}}",
-                       min_interval=min_interval, deadline=600)
+def stand_in_settings(
+    server: http.server.ThreadingHTTPServer,
+    html: http.server.ThreadingHTTPServer | None = None,
+    min_interval: float = 0.0,
+) -> am.Settings:
+    """Settings that send every request to the stand-in ``server`` (arXiv's HTML to ``html`` when
+    given, as arXiv serves it from a host of its own), with a deadline no measured read meets."""
+    base, html_base = (
+        f"http://{s.server_address[0]}:{s.server_address[1]}" for s in (server, html or server)
+    )
+    return am.Settings(
+        api_url=f"{base}/api/query",
+        pdf_url=f"{base}/pdf/{{id}}",
+        html_url=f"{html_base}/html/{{id}}",
+        min_interval=min_interval,
+        deadline=600,
+    )
 
 
-# What a clean text never holds: the rules that `--check` applies to the whole corpus and the tests to the small
-# PDFs of testdata/.
+# What a clean text never holds: the rules that `--check` applies to the whole corpus and the tests
+# to the small PDFs of testdata/.
 DEBRIS = {
     "U+FFFD": re.compile("\ufffd"),
     "ligature code point": re.compile("[\ufb00-\ufb06]"),
     "picture-text markup": re.compile(r"<!-- (?:Start|End) of picture text|^(?!\|).*<br>", re.M),
     "struck-through glyph": re.compile(r"~~"),
-    # over 12 characters besides emphasis marks, 5 of them letters: no exponent or citation mark is that long
-    "superscript of glued words": re.compile(r"<sup>(?=(?:[^<]*?[^\W\d_]){5})(?:[*_]*[^<*_]){13,}[*_]*</sup>"),
+    # over 12 characters besides emphasis marks, 5 of them letters: no exponent or citation mark is
+    # that long
+    "superscript of glued words": re.compile(
+        r"<sup>(?=(?:[^<]*?[^\W\d_]){5})(?:[*_]*[^<*_]){13,}[*_]*</sup>"
+    ),
 }
 
 
@@ -126,13 +144,17 @@ def debris(text: str) -> dict[str, list[str]]:
     """The DEBRIS in a text, by rule: the places (with a little context) where each rule matches.
     Superscripts side by side count as one (the converter splits a raised run of words)."""
     text = text.replace("</sup><sup>", "")
-    return {rule: [text[max(0, m.start() - 30):m.end() + 30] for m in pattern.finditer(text)]
-            for rule, pattern in DEBRIS.items() if pattern.search(text)}
+    return {
+        rule: [text[max(0, m.start() - 30) : m.end() + 30] for m in pattern.finditer(text)]
+        for rule, pattern in DEBRIS.items()
+        if pattern.search(text)
+    }
 
 
 def corpus_answer(pdfs: dict[str, bytes], htmls: dict[str, bytes] | None = None) -> Answer:
-    """Each PDF at /pdf/ID, each page of ``htmls`` at /html/ID (others: a 404, as arXiv answers a paper
-    without HTML) and a minimal Atom entry for it at /api/query?id_list=ID; any search finds the first paper."""
+    """Each PDF at /pdf/ID, each page of ``htmls`` at /html/ID (others: a 404, as arXiv answers a
+    paper without HTML) and a minimal Atom entry for it at /api/query?id_list=ID; any search finds
+    the first paper."""
     htmls = htmls or {}
 
     def answer(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | None:
@@ -148,6 +170,7 @@ def corpus_answer(pdfs: dict[str, bytes], htmls: dict[str, bytes] | None = None)
 
     return answer
 
+
 def corpus_id(path: Path) -> str | None:
     """The arXiv id of a corpus file: 'cond-mat_0406362v1.pdf' -> 'cond-mat/0406362v1',
     '2206.01062v1-pg1-4.pdf' (an excerpt) -> '2206.01062v1'."""
@@ -161,7 +184,8 @@ def timed(function, *args, **kwargs) -> tuple[float, object]:
 
 
 def baseline(data: bytes, max_pages: int) -> float:
-    """What peer servers do: one plain pymupdf4llm.to_markdown call (here on the same pages we convert)."""
+    """What peer servers do: one plain pymupdf4llm.to_markdown call (here on the same pages we
+    convert)."""
     import pymupdf
     import pymupdf4llm
 
@@ -172,7 +196,8 @@ def baseline(data: bytes, max_pages: int) -> float:
 
 def structure(data: bytes, max_pages: int) -> str:
     """Where a paper's section list comes from before its conversion: 'bookmarks' (the PDF outline),
-    'fonts' (headings found by font in the text layer), or 'none' (the overview waits for the conversion)."""
+    'fonts' (headings found by font in the text layer), or 'none' (the overview waits for the
+    conversion)."""
     import pymupdf
 
     with pymupdf.open(stream=data, filetype="pdf") as doc:
@@ -183,42 +208,82 @@ def structure(data: bytes, max_pages: int) -> str:
 
 def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
     """On the papers without PDF bookmarks: pymupdf4llm's layout mode (the server's page-by-page
-    ``pdf_to_markdown``) against its legacy mode (``use_layout(False)``, one call), seconds per page and the
-    sections their Markdown headings give; and the font outline (``pdf_outline``): its time, the sections
-    it places in the layout Markdown, and the layout headings it does not have (spelling aside)."""
+    ``pdf_to_markdown``) against its legacy mode (``use_layout(False)``, one call), seconds per page
+    and the sections their Markdown headings give; and the font outline (``pdf_outline``): its time,
+    the sections it places in the layout Markdown, and the layout headings it does not have
+    (spelling aside)."""
     import pymupdf
     import pymupdf4llm
 
-    print("| paper | pages | layout: s/page | layout: sections | legacy: s/page | legacy: sections "
-          "| font outline: ms | font outline: sections | layout sections it lacks |\n|---|---|---|---|---|---|---|---|---|")
-    totals = [0, 0.0, 0, 0.0, 0, 0.0, 0, 0]  # pages; layout s, sections; legacy s, sections; font s, sections, lost
+    print(
+        "| paper | pages | layout: s/page | layout: sections | legacy: s/page | legacy: sections "
+        "| font outline: ms | font outline: sections | layout sections it lacks "
+        "|\n|---|---|---|---|---|---|---|---|---|"
+    )
+    totals = [
+        0,
+        0.0,
+        0,
+        0.0,
+        0,
+        0.0,
+        0,
+        0,
+    ]  # pages; layout s, sections; legacy s, sections; font s, sections, lost
     for arxiv_id, data in pdfs.items():
         if structure(data, max_pages) == "bookmarks":
             continue
         layout_seconds, pdf = timed(am.pdf_to_markdown, data, max_pages=max_pages)
-        by_layout = {s.label for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=())).sections}
+        by_layout = {
+            s.label for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=())).sections
+        }
         pymupdf4llm.use_layout(False)
         try:
             with pymupdf.open(stream=data, filetype="pdf") as doc:
-                legacy_seconds, legacy = timed(pymupdf4llm.to_markdown, doc, pages=list(range(len(pdf.pages))))
+                legacy_seconds, legacy = timed(
+                    pymupdf4llm.to_markdown, doc, pages=list(range(len(pdf.pages)))
+                )
         finally:
             pymupdf4llm.use_layout(True)
         font_seconds, outline = timed(am.pdf_outline, data, max_pages)
-        by_font = {s.label for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections}
-        lost = sorted(label for label in by_layout if am._match_key(label) not in {am._match_key(f) for f in by_font})
-        row = [len(pdf.pages), layout_seconds, len(by_layout), legacy_seconds, len(am.find_sections(legacy)),
-               font_seconds, len(by_font), len(lost)]
+        by_font = {
+            s.label
+            for s in am.PaperText.from_pdf(dataclasses.replace(pdf, outline=outline)).sections
+        }
+        lost = sorted(
+            label
+            for label in by_layout
+            if am._match_key(label) not in {am._match_key(f) for f in by_font}
+        )
+        row = [
+            len(pdf.pages),
+            layout_seconds,
+            len(by_layout),
+            legacy_seconds,
+            len(am.find_sections(legacy)),
+            font_seconds,
+            len(by_font),
+            len(lost),
+        ]
         totals = [total + value for total, value in zip(totals, row)]
-        print(f"| {arxiv_id} | {len(pdf.pages)} | {layout_seconds / len(pdf.pages):.2f} | {len(by_layout)} | "
-              f"{legacy_seconds / len(pdf.pages):.2f} | {row[4]} | {font_seconds * 1000:.0f} | {len(by_font)} | "
-              f"{', '.join(lost) or 'none'} |")
+        print(
+            f"| {arxiv_id} | {len(pdf.pages)} | {layout_seconds / len(pdf.pages):.2f} | "
+            f"{len(by_layout)} | "
+            f"{legacy_seconds / len(pdf.pages):.2f} | {row[4]} | {font_seconds * 1000:.0f} | "
+            f"{len(by_font)} | "
+            f"{', '.join(lost) or 'none'} |"
+        )
     pages = totals[0]
-    print(f"| all | {pages} | {totals[1] / pages:.2f} | {totals[2]} | {totals[3] / pages:.2f} | {totals[4]} | "
-          f"{totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |")
+    print(
+        f"| all | {pages} | {totals[1] / pages:.2f} | {totals[2]} | {totals[3] / pages:.2f} | "
+        f"{totals[4]} | "
+        f"{totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |"
+    )
 
 
 def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, float]:
-    """Medians of each measurement for one paper, each cold read with a fresh library (the agent session,
+    """Medians of each measurement for one paper, each cold read with a fresh library (the agent
+    session,
     ``agent_session``, keeps one)."""
     samples: dict[str, list[float]] = {}
 
@@ -232,8 +297,13 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, 
         add("overview chars", len(overview))
         first = re.search(r"^- \*\*(.+?)\*\* \(", overview, re.M)  # the first section listed
         selector = first[1] if first else "full"
-        add("cold overview + first section", seconds + timed(am.read_paper, arxiv_id, selector, library=library)[0])
-        library.read(arxiv_id)  # let the background conversion finish: it would slow the next cold read
+        add(
+            "cold overview + first section",
+            seconds + timed(am.read_paper, arxiv_id, selector, library=library)[0],
+        )
+        library.read(
+            arxiv_id
+        )  # let the background conversion finish: it would slow the next cold read
         add("warm section", timed(am.read_paper, arxiv_id, selector, library=library)[0])
         add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
         add("warm find", timed(am.read_paper, arxiv_id, find="the results", library=library)[0])
@@ -252,16 +322,19 @@ def listed_sections(overview: str) -> list[str]:
 
 def wait_idle(library: am.PaperLibrary) -> None:
     """Between runs (never between papers): let the background work of the last run end."""
-    while library.scheduler.has_work() or any(t.name == "arxiv-load" for t in threading.enumerate()):
+    while library.scheduler.has_work() or any(
+        t.name == "arxiv-load" for t in threading.enumerate()
+    ):
         time.sleep(0.2)
 
 
-def agent_session(pdfs: dict[str, bytes], settings: am.Settings, library: am.PaperLibrary
-                  ) -> dict[str, dict[str, float]]:
-    """What an agent does with its search results: the overview, the first and the second section of one paper,
-    then the next paper, with no pause and one server (library) for the whole session, so that earlier papers'
-    background conversions go on beneath the later calls.  Seconds per paper: the overview, and the overview and
-    first section."""
+def agent_session(
+    pdfs: dict[str, bytes], settings: am.Settings, library: am.PaperLibrary
+) -> dict[str, dict[str, float]]:
+    """What an agent does with its search results: the overview, the first and the second section of
+    one paper, then the next paper, with no pause and one server (library) for the whole session, so
+    that earlier papers' background conversions go on beneath the later calls.  Seconds per paper:
+    the overview, and the overview and first section."""
     seconds: dict[str, dict[str, float]] = {}
     for arxiv_id in pdfs:
         overview_seconds, overview = timed(am.read_paper, arxiv_id, library=library)
@@ -269,15 +342,22 @@ def agent_session(pdfs: dict[str, bytes], settings: am.Settings, library: am.Pap
         first = timed(am.read_paper, arxiv_id, listed[0], library=library)[0] if listed else 0.0
         if len(listed) > 1:
             am.read_paper(arxiv_id, listed[1], library=library)
-        seconds[arxiv_id] = {"cold overview": overview_seconds, "cold overview + first section": overview_seconds + first}
+        seconds[arxiv_id] = {
+            "cold overview": overview_seconds,
+            "cold overview + first section": overview_seconds + first,
+        }
     return seconds
 
 
-def overview_beside_a_long_read(pdfs: dict[str, bytes], settings: am.Settings, long_id: str,
-                                short_id: str) -> float:
-    """Seconds for a cold overview of ``short_id`` asked while ``long_id`` converts for a ``full`` read."""
+def overview_beside_a_long_read(
+    pdfs: dict[str, bytes], settings: am.Settings, long_id: str, short_id: str
+) -> float:
+    """Seconds for a cold overview of ``short_id`` asked while ``long_id`` converts for a ``full``
+    read."""
     library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
-    reader = threading.Thread(target=am.read_paper, args=(long_id, "full"), kwargs={"library": library})
+    reader = threading.Thread(
+        target=am.read_paper, args=(long_id, "full"), kwargs={"library": library}
+    )
     reader.start()
     time.sleep(1.0)  # the long paper is converting by now
     seconds = timed(am.read_paper, short_id, library=library)[0]
@@ -286,10 +366,12 @@ def overview_beside_a_long_read(pdfs: dict[str, bytes], settings: am.Settings, l
     return seconds
 
 
-def flood(pdfs: dict[str, bytes], settings: am.Settings, count: int = 30) -> tuple[float, float, int]:
-    """``count`` cold reads of unknown papers at once, with a 1 s limiter gap and a 5 s deadline, and a search
-    asked 1 s later: the search's seconds, the seconds until no arXiv request is queued or under way any more,
-    and how many reads were told at once that the server is busy."""
+def flood(
+    pdfs: dict[str, bytes], settings: am.Settings, count: int = 30
+) -> tuple[float, float, int]:
+    """``count`` cold reads of unknown papers at once, with a 1 s limiter gap and a 5 s deadline,
+    and a search asked 1 s later: the search's seconds, the seconds until no arXiv request is queued
+    or under way any more, and how many reads were told at once that the server is busy."""
     flooded = dataclasses.replace(settings, min_interval=1.0, deadline=5.0)
     library = am.PaperLibrary(flooded, am.RateLimiter(1.0))
     smallest = min(pdfs.values(), key=len)
@@ -297,8 +379,10 @@ def flood(pdfs: dict[str, bytes], settings: am.Settings, count: int = 30) -> tup
     pdfs.update({arxiv_id: smallest for arxiv_id in ids})  # the stand-in serves them from now on
     answers: list[str] = []
     start = time.perf_counter()
-    readers = [threading.Thread(target=lambda i=i: answers.append(am.arxiv_tool(paper=i, library=library)))
-               for i in ids]
+    readers = [
+        threading.Thread(target=lambda i=i: answers.append(am.arxiv_tool(paper=i, library=library)))
+        for i in ids
+    ]
     for reader in readers:
         reader.start()
     time.sleep(1.0)
@@ -306,8 +390,11 @@ def flood(pdfs: dict[str, bytes], settings: am.Settings, count: int = 30) -> tup
     assert found.startswith("# arXiv search"), found
     for reader in readers:
         reader.join()
-    while library.scheduler._requests or library.scheduler._requesting or any(
-            t.name == "arxiv-load" for t in threading.enumerate()):
+    while (
+        library.scheduler._requests
+        or library.scheduler._requesting
+        or any(t.name == "arxiv-load" for t in threading.enumerate())
+    ):
         time.sleep(0.05)
     for arxiv_id in ids:
         del pdfs[arxiv_id]
@@ -316,7 +403,8 @@ def flood(pdfs: dict[str, bytes], settings: am.Settings, count: int = 30) -> tup
 
 
 def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
-    """Seconds from starting the server process to its tools/list answer, through the SDK's stdio client."""
+    """Seconds from starting the server process to its tools/list answer, through the SDK's stdio
+    client."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -324,17 +412,20 @@ def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
         start = time.perf_counter()
         params = StdioServerParameters(command=command[0], args=command[1:], env=env)
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    await session.list_tools()
-                    return time.perf_counter() - start
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                await session.list_tools()
+                return time.perf_counter() - start
 
     return asyncio.run(main())
 
 
 def with_server(env: dict[str, str], server: str, work: Callable) -> object:
-    """``await work(session, process)`` against a fresh stdio server (``process``: its psutil.Process)."""
+    """``await work(session, process)`` against a fresh stdio server (``process``: its
+    psutil.Process)."""
     import psutil
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -342,12 +433,17 @@ def with_server(env: dict[str, str], server: str, work: Callable) -> object:
     async def main() -> object:
         params = StdioServerParameters(command=sys.executable, args=[server], env=env)
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    process = next(p for p in psutil.Process().children(recursive=True)
-                                   if server in " ".join(p.cmdline()))
-                    return await work(session, process)
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                process = next(
+                    p
+                    for p in psutil.Process().children(recursive=True)
+                    if server in " ".join(p.cmdline())
+                )
+                return await work(session, process)
 
     return asyncio.run(main())
 
@@ -358,14 +454,20 @@ async def timed_call(session, **arguments: str) -> tuple[float, str]:
     return time.perf_counter() - start, text
 
 
-def server_calls(env: dict[str, str], calls: list[dict[str, str]], linger: float = 0.0) -> tuple[float, list[float]]:
-    """Make ``calls`` to a fresh stdio server at once: the peak RSS (MB) of the server's process (and any
-    children) until they are answered and for ``linger`` seconds of its background work after, and the seconds
-    each call took."""
+def server_calls(
+    env: dict[str, str], calls: list[dict[str, str]], linger: float = 0.0
+) -> tuple[float, list[float]]:
+    """Make ``calls`` to a fresh stdio server at once: the peak RSS (MB) of the server's process
+    (and any children) until they are answered and for ``linger`` seconds of its background work
+    after, and the seconds each call took."""
     import psutil
 
     async def work(session, server) -> tuple[float, list[float]]:
-        peak, every, done_at = 0.0, asyncio.gather(*(timed_call(session, **arguments) for arguments in calls)), None
+        peak, every, done_at = (
+            0.0,
+            asyncio.gather(*(timed_call(session, **arguments) for arguments in calls)),
+            None,
+        )
         while done_at is None or time.perf_counter() - done_at < linger:
             total = 0
             for process in (server, *server.children(recursive=True)):
@@ -381,17 +483,27 @@ def server_calls(env: dict[str, str], calls: list[dict[str, str]], linger: float
 
 
 def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: int) -> None:
-    """The agent-session rows of docs/performance.md's table: ratios to the baseline with the limiter's gap as set and
-    at arXiv's 3 s, the overview beside a long conversion and eight papers at once."""
+    """The agent-session rows of docs/performance.md's table: ratios to the baseline with the
+    limiter's gap as set and at arXiv's 3 s, the overview beside a long conversion and eight papers
+    at once."""
     baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
-    bases = {i: statistics.median(baseline(data, settings.max_pages) for _ in range(runs)) for i, data in pdfs.items()}
-    print("| agent session (no pause between papers) | limiter gap | median | ratio to baseline |\n|---|---|---|---|")
+    bases = {
+        i: statistics.median(baseline(data, settings.max_pages) for _ in range(runs))
+        for i, data in pdfs.items()
+    }
+    print(
+        "| agent session (no pause between papers) | limiter gap | median | ratio to baseline "
+        "|\n|---|---|---|---|"
+    )
     for gap in sorted({settings.min_interval, 3.0}):
         gapped = dataclasses.replace(settings, min_interval=gap)
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
-            converters = am.ConverterProcess(), am.ConverterProcess(layout=False)  # as ``use_the_machine`` gives
+            converters = (
+                am.ConverterProcess(),
+                am.ConverterProcess(layout=False),
+            )  # as ``use_the_machine`` gives
             library.scheduler.converter, library.scheduler.structure_converter = converters
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
@@ -402,32 +514,58 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         for name, per_paper in samples.items():
             medians = {i: statistics.median(v) for i, v in per_paper.items()}
             ratio = statistics.median(medians[i] / bases[i] for i in medians)
-            print(f"| {name} | {gap:g} s | {statistics.median(medians.values()):.2f} s | {ratio:.2f} |", flush=True)
+            print(
+                f"| {name} | {gap:g} s | {statistics.median(medians.values()):.2f} s | "
+                f"{ratio:.2f} |",
+                flush=True,
+            )
     long_id = max(pdfs, key=lambda i: len(pdfs[i]) if i == "2502.21088v1" else 0)
     short_id = "2203.00274v2" if "2203.00274v2" in pdfs else min(pdfs, key=lambda i: len(pdfs[i]))
-    beside = statistics.median(overview_beside_a_long_read(pdfs, settings, long_id, short_id) for _ in range(runs))
-    print(f"| cold overview of {short_id} while {long_id} converts for a `full` read | {settings.min_interval:g} s "
-          f"| {beside:.2f} s | |")
+    beside = statistics.median(
+        overview_beside_a_long_read(pdfs, settings, long_id, short_id) for _ in range(runs)
+    )
+    print(
+        f"| cold overview of {short_id} while {long_id} converts for a `full` read | "
+        f"{settings.min_interval:g} s "
+        f"| {beside:.2f} s | |"
+    )
     search, drained, busy = flood(pdfs, settings)
-    print(f"| a flood of 30 cold reads (5 s deadline): a search asked meanwhile / every queued request done "
-          f"| 1 s | {search:.2f} s / {drained:.1f} s | {busy} of 30 told at once that the server is busy |")
+    print(
+        "| a flood of 30 cold reads (5 s deadline): a search asked meanwhile / every queued "
+        "request done "
+        f"| 1 s | {search:.2f} s / {drained:.1f} s | {busy} of 30 told at once that the server is "
+        "busy |"
+    )
     if len(pdfs) >= 8:  # through the MCP stdio server, in a fresh process
         ids = sorted(pdfs, key=lambda i: len(pdfs[i]))[-8:]  # the largest PDFs
-        env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
-               "ARXIV_HTML_URL": settings.html_url, "ARXIV_CACHE_DIR": "off",  # every read cold
-               "ARXIV_MIN_INTERVAL": str(settings.min_interval)}
+        env = {
+            **os.environ,
+            "ARXIV_API_URL": settings.api_url,
+            "ARXIV_PDF_URL": settings.pdf_url,
+            "ARXIV_HTML_URL": settings.html_url,
+            "ARXIV_CACHE_DIR": "off",  # every read cold
+            "ARXIV_MIN_INTERVAL": str(settings.min_interval),
+        }
         peak, seconds = server_calls(env, [{"paper": i} for i in ids], linger=10.0)
-        print(f"| eight overviews of the eight largest papers at once, stdio server: the slowest (converting all "
-              f"eight: {sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | {max(seconds):.2f} s | "
-              f"server's peak RSS {peak:.0f} MB, with 10 s of background work after |")
+        print(
+            "| eight overviews of the eight largest papers at once, stdio server: the slowest "
+            "(converting all "
+            f"eight: {sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | "
+            f"{max(seconds):.2f} s | "
+            f"server's peak RSS {peak:.0f} MB, with 10 s of background work after |"
+        )
 
 
 def check(pdfs: dict[str, bytes]) -> int:
-    """Convert every page of every paper and check the texts an agent reads (the full text, which holds
-    every section, and what the overview shows: first sentences and captions) against the DEBRIS rules.
-    Prints a table of what the layout found and what the rules found; returns the number of findings."""
-    print("| paper | pages | captions (overview) | figures / tables with a region | equations (numbered) "
-          "| debris | seconds |")
+    """Convert every page of every paper and check the texts an agent reads (the full text, which
+    holds every section, and what the overview shows: first sentences and captions) against the
+    DEBRIS rules. Prints a table of what the layout found and what the rules found; returns the
+    number of findings."""
+    print(
+        "| paper | pages | captions (overview) | figures / tables with a region | equations "
+        "(numbered) "
+        "| debris | seconds |"
+    )
     print("|---|---|---|---|---|---|---|")
     findings, costs = 0, {"figure or table": [], "equation": []}
     for arxiv_id, data in pdfs.items():
@@ -435,40 +573,58 @@ def check(pdfs: dict[str, bytes]) -> int:
         skim = am.skim_pdf(data)
         with am._PDF_LOCK, am._open_pdf(data) as doc:
             captions = am._captions([am._page_blocks(page)[0] for page in doc])
-        shown = "\n".join([pdf.markdown, *(row.sentence for row in (skim.sections if skim else ())),
-                           *(caption.text for caption in captions)])
+        shown = "\n".join(
+            [
+                pdf.markdown,
+                *(row.sentence for row in (skim.sections if skim else ())),
+                *(caption.text for caption in captions),
+            ]
+        )
         found = debris(shown)
         findings += sum(map(len, found.values()))
         for rule, places in found.items():
             print(f"  {arxiv_id}: {rule}: {places[:3]}", file=sys.stderr)
         for region in pdf.regions:  # what an image of it costs a vision model
             costs["equation" if region.kind == "Equation" else "figure or table"].append(
-                am.render_image(data, region.page, region.bbox))
+                am.render_image(data, region.page, region.bbox)
+            )
         visuals = [r for r in pdf.regions if r.kind != "Equation"]
         equations = [r for r in pdf.regions if r.kind == "Equation"]
-        print(f"| {arxiv_id} | {pdf.page_count} | {len(captions)} | {len(visuals)} | {len(equations)} "
-              f"({sum(bool(r.number) for r in equations)}) | "
-              f"{', '.join(f'{len(v)} {k}' for k, v in found.items()) or 'none'} | {seconds:.1f} |")
+        print(
+            f"| {arxiv_id} | {pdf.page_count} | {len(captions)} | {len(visuals)} | "
+            f"{len(equations)} "
+            f"({sum(bool(r.number) for r in equations)}) | "
+            f"{', '.join(f'{len(v)} {k}' for k, v in found.items()) or 'none'} | {seconds:.1f} |"
+        )
     print(f"\n{findings} findings in {len(pdfs)} papers")
     for kind, images in costs.items():
         tokens = sorted(image.tokens for image in images)
-        print(f"{kind} images: {len(images)}, median {statistics.median(tokens):.0f} tokens (max {tokens[-1]}), "
-              f"median {statistics.median(len(image.data) for image in images) / 1000:.1f} KB, "
-              f"{sum(image.mime_type == 'image/jpeg' for image in images)} JPEG")
+        print(
+            f"{kind} images: {len(images)}, median {statistics.median(tokens):.0f} tokens (max "
+            f"{tokens[-1]}), "
+            f"median {statistics.median(len(image.data) for image in images) / 1000:.1f} KB, "
+            f"{sum(image.mime_type == 'image/jpeg' for image in images)} JPEG"
+        )
     return findings
 
 
 HTML_DIR = HERE.parent / "shared" / "html"
-HTML_VERSIONS = {"2203.00274": "2203.00274v2", "2305.03393": "2305.03393v1", "2407.16314": "2407.16314v1",
-                 "2508.08468": "2508.08468v6"}  # the version each shared page is of (ar5iv's name none)
+HTML_VERSIONS = {
+    "2203.00274": "2203.00274v2",
+    "2305.03393": "2305.03393v1",
+    "2407.16314": "2407.16314v1",
+    "2508.08468": "2508.08468v6",
+}  # the version each shared page is of (ar5iv's name none)
 
 
 def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
-    """Issue 22's targets on the shared HTML pages, through the loopback stand-in with no limiter gap: the
-    parse alone, a cold overview plus one section (a fresh library each run) against a plain conversion
-    of the same paper's PDF, and the peak RSS of a stdio server that reads only HTML papers, beside an idle
-    server's and one that reads a PDF."""
-    htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
+    """Issue 22's targets on the shared HTML pages, through the loopback stand-in with no limiter
+    gap: the parse alone, a cold overview plus one section (a fresh library each run) against a
+    plain conversion of the same paper's PDF, and the peak RSS of a stdio server that reads only
+    HTML papers, beside an idle server's and one that reads a PDF."""
+    htmls = {
+        version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()
+    }
     server = serve(corpus_answer(pdfs, htmls))
     settings = stand_in_settings(server)
 
@@ -478,45 +634,79 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
         start = time.perf_counter()
         overview = am.read_paper(version, library=library)
         section = am.read_paper(version, first.number or first.title, library=library)
-        assert "from arXiv's HTML" in overview and not section.startswith(am.ERROR), (overview, section)
+        assert "from arXiv's HTML" in overview and not section.startswith(am.ERROR), (
+            overview,
+            section,
+        )
         return time.perf_counter() - start
 
-    print("| paper (page size) | parse_html | cold overview + first section | plain PDF conversion | ratio |")
+    print(
+        "| paper (page size) | parse_html | cold overview + first section | plain PDF conversion "
+        "| ratio |"
+    )
     print("|---|---|---|---|---|")
     for version, page in htmls.items():
         parse = statistics.median(timed(am.parse_html, page, version)[0] for _ in range(runs))
         reading = statistics.median(cold(version) for _ in range(runs))
-        whole = version in pdfs and version not in excerpts  # a ratio to a few pages of the PDF says nothing
-        plain = statistics.median(baseline(pdfs[version], am.SETTINGS.max_pages) for _ in range(runs)) if whole else 0
-        print(f"| {version} ({len(page) / 1e3:.0f} KB) | {parse * 1e3:.0f} ms | {reading * 1e3:.0f} ms | "
-              + (f"{plain:.2f} s | {reading / plain:.3f} |" if whole else "no whole PDF here | |"))
-    env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
-           "ARXIV_HTML_URL": settings.html_url, "ARXIV_CACHE_DIR": "off", "ARXIV_MIN_INTERVAL": "0"}
+        whole = (
+            version in pdfs and version not in excerpts
+        )  # a ratio to a few pages of the PDF says nothing
+        plain = (
+            statistics.median(baseline(pdfs[version], am.SETTINGS.max_pages) for _ in range(runs))
+            if whole
+            else 0
+        )
+        print(
+            f"| {version} ({len(page) / 1e3:.0f} KB) | {parse * 1e3:.0f} ms | {reading * 1e3:.0f} "
+            "ms | "
+            + (f"{plain:.2f} s | {reading / plain:.3f} |" if whole else "no whole PDF here | |")
+        )
+    env = {
+        **os.environ,
+        "ARXIV_API_URL": settings.api_url,
+        "ARXIV_PDF_URL": settings.pdf_url,
+        "ARXIV_HTML_URL": settings.html_url,
+        "ARXIV_CACHE_DIR": "off",
+        "ARXIV_MIN_INTERVAL": "0",
+    }
     idle = statistics.median(server_calls(env, [])[0] for _ in range(runs))
-    reads = [{"paper": version, **section} for version in htmls for section in ({}, {"section": "full"})]
+    reads = [
+        {"paper": version, **section} for version in htmls for section in ({}, {"section": "full"})
+    ]
     html_only = statistics.median(server_calls(env, reads)[0] for _ in range(runs))
     pdf_env = {**env, "ARXIV_SOURCE": "pdf"}
-    one_pdf = statistics.median(server_calls(pdf_env, [{"paper": "2203.00274v2"}])[0] for _ in range(runs)) \
-        if "2203.00274v2" in pdfs else float("nan")
+    one_pdf = (
+        statistics.median(
+            server_calls(pdf_env, [{"paper": "2203.00274v2"}])[0] for _ in range(runs)
+        )
+        if "2203.00274v2" in pdfs
+        else float("nan")
+    )
     server.shutdown()
-    print(f"\n| stdio server, peak RSS | MB |\n|---|---|\n| idle (initialize only) | {idle:.0f} |\n"
-          f"| overview and full text of the {len(htmls)} HTML papers | {html_only:.0f} |\n"
-          f"| overview of 2203.00274v2 from its PDF (ARXIV_SOURCE=pdf) | {one_pdf:.0f} |")
+    print(
+        f"\n| stdio server, peak RSS | MB |\n|---|---|\n| idle (initialize only) | {idle:.0f} |\n"
+        f"| overview and full text of the {len(htmls)} HTML papers | {html_only:.0f} |\n"
+        f"| overview of 2203.00274v2 from its PDF (ARXIV_SOURCE=pdf) | {one_pdf:.0f} |"
+    )
 
 
 def report_hidden(pdfs: dict[str, bytes], runs: int) -> None:
-    """What finding hidden text costs (issue 29), each against the same work with the check taken out, the two
-    timed in turn (medians of ``runs``, then over the papers): the structure pass of every paper (without the
-    check it reads the text blocks alone, as before), ``parse_html`` of the shared pages (without reading
-    styles), and ``convert_page`` of the first three pages of five papers as a plain function, which finds the
-    page's hidden text itself (without it: the conversion alone; the server passes the structure pass's)."""
+    """What finding hidden text costs (issue 29), each against the same work with the check taken
+    out, the two timed in turn (medians of ``runs``, then over the papers): the structure pass of
+    every paper (without the check it reads the text blocks alone, as before), ``parse_html`` of the
+    shared pages (without reading styles), and ``convert_page`` of the first three pages of five
+    papers as a plain function, which finds the page's hidden text itself (without it: the
+    conversion alone; the server passes the structure pass's)."""
     import pymupdf
 
     flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
 
     def blocks_alone(page):
-        return [am._spelt(b[4]).replace(am._UNKNOWN_GLYPH, "") for b in page.get_text("blocks", flags=flags)
-                if b[6] == 0], []
+        return [
+            am._spelt(b[4]).replace(am._UNKNOWN_GLYPH, "")
+            for b in page.get_text("blocks", flags=flags)
+            if b[6] == 0
+        ], []
 
     def compared(work: Callable[[], object], name: str, stand_in: Callable) -> tuple[float, float]:
         checked, unchecked = [], []
@@ -530,157 +720,260 @@ def report_hidden(pdfs: dict[str, bytes], runs: int) -> None:
         def work():
             with am._opened(data) as doc:
                 return am.read_structure(doc)
+
         return work
 
     def conversion(data: bytes) -> Callable[[], object]:
         def work():
             with am._opened(data) as doc, am._PDF_LOCK:
                 return [am.convert_page(doc, page) for page in range(1, min(3, doc.page_count) + 1)]
+
         return work
 
     baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
     pages = sorted(pdfs, key=lambda i: len(pdfs[i]))[:5]
     htmls = [path.read_bytes() for path in sorted(HTML_DIR.glob("*.html"))]
-    rows = {"structure pass, every paper": [compared(structure_pass(data), "_page_blocks", blocks_alone)
-                                             for data in pdfs.values()],
-            "`parse_html`, the shared pages": [compared(lambda page=page: am.parse_html(page), "_style_hiding",
-                                                        lambda style, backdrop: ("", backdrop)) for page in htmls],
-            f"conversion of pages 1-3 of {', '.join(pages)}": [
-                compared(conversion(pdfs[i]), "_page_blocks", lambda page: ([], [])) for i in pages]}
-    print("| with the check against without it | with | without | ratio (median over papers) |\n|---|---|---|---|")
+    rows = {
+        "structure pass, every paper": [
+            compared(structure_pass(data), "_page_blocks", blocks_alone) for data in pdfs.values()
+        ],
+        "`parse_html`, the shared pages": [
+            compared(
+                lambda page=page: am.parse_html(page),
+                "_style_hiding",
+                lambda style, backdrop: ("", backdrop),
+            )
+            for page in htmls
+        ],
+        f"conversion of pages 1-3 of {', '.join(pages)}": [
+            compared(conversion(pdfs[i]), "_page_blocks", lambda page: ([], [])) for i in pages
+        ],
+    }
+    print(
+        "| with the check against without it | with | without | ratio (median over papers) "
+        "|\n|---|---|---|---|"
+    )
     for name, pairs in rows.items():
         checked, unchecked = (statistics.median(times) * 1000 for times in zip(*pairs))
-        print(f"| {name} | {checked:.1f} ms | {unchecked:.1f} ms | {statistics.median(a / b for a, b in pairs):.3f} |")
+        print(
+            f"| {name} | {checked:.1f} ms | {unchecked:.1f} ms | "
+            f"{statistics.median(a / b for a, b in pairs):.3f} |"
+        )
 
 
 Routing = tuple[am.Paper, am.Overview, tuple[am.Caption, ...], tuple[am.Passage, ...]]
 
 
 def routing_overviews(pdfs: dict[str, bytes]) -> dict[str, Routing]:
-    """The first overview of every corpus PDF (from the structure pass; without an outline, from the converted text
-    of its first ``ARXIV_MAX_PAGES``, as the server reads it)
-    and every page of ../shared/html, with the paper's own title, authors (from HTML) and abstract, its captions
-    and the passages ``find`` searches."""
+    """The first overview of every corpus PDF (from the structure pass; without an outline, from the
+    converted text of its first ``ARXIV_MAX_PAGES``, as the server reads it)
+    and every page of ../shared/html, with the paper's own title, authors (from HTML) and abstract,
+    its captions and the passages ``find`` searches."""
     found = {}
     for arxiv_id, data in pdfs.items():
         with am._opened(data) as doc:
             structure = am.read_structure(doc)
-        overview = structure.skim or am.overview_of(am.PaperText.from_pdf(  # as the server reads it: its first pages
-            am.pdf_to_markdown(data, max_pages=am.SETTINGS.max_pages)))
+        overview = structure.skim or am.overview_of(
+            am.PaperText.from_pdf(  # as the server reads it: its first pages
+                am.pdf_to_markdown(data, max_pages=am.SETTINGS.max_pages)
+            )
+        )
         paper = dataclasses.replace(am.own_paper(arxiv_id, structure.front, ""), provenance="")
         found[arxiv_id] = (paper, overview, structure.captions, structure.passages)
     for path in sorted(HTML_DIR.glob("*.html")):
         html = am.parse_html(path.read_bytes())
-        overview = am._overview(html.text.markdown, html.text.sections, 0, 0, source=am._HTML_SOURCE)
-        found[f"{path.stem} (HTML)"] = (dataclasses.replace(am.own_paper(path.stem, html.front, ""), provenance=""),
-                                        overview, html.captions, html.passages)
+        overview = am._overview(
+            html.text.markdown, html.text.sections, 0, 0, source=am._HTML_SOURCE
+        )
+        found[f"{path.stem} (HTML)"] = (
+            dataclasses.replace(am.own_paper(path.stem, html.front, ""), provenance=""),
+            overview,
+            html.captions,
+            html.passages,
+        )
     return found
 
 
 def routing_rows(overview: am.Overview) -> list[am.SectionSummary]:
-    """The rows an agent routes by: top-level sections of 200 characters or more, reference lists aside."""
-    return [row for row in overview.sections if row.section.level == 1 and row.section.chars >= 200
-            and am._name_role(row.section.title) != am.REFERENCES]
+    """The rows an agent routes by: top-level sections of 200 characters or more, reference lists
+    aside."""
+    return [
+        row
+        for row in overview.sections
+        if row.section.level == 1
+        and row.section.chars >= 200
+        and am._name_role(row.section.title) != am.REFERENCES
+    ]
 
 
 def report_overviews(pdfs: dict[str, bytes]) -> None:
-    """The overviews an agent routes by (issue 30): their sizes, how many routing rows (``routing_rows``) show a
-    sentence, on the PDF path and the HTML path, how many shown sentences only announce their section, how many
-    overviews list every heading (issue 40), and what
-    an agent reads before the evidence: the overview, `find` "results", then the section of its first passage
-    (its size as the overview gives it, within ARXIV_MAX_CHARS)."""
-    sizes, shown, rows, announcing, sentences, before_evidence, mapped = [], Counter(), Counter(), 0, 0, [], 0
+    """The overviews an agent routes by (issue 30): their sizes, how many routing rows
+    (``routing_rows``) show a sentence, on the PDF path and the HTML path, how many shown sentences
+    only announce their section, how many overviews list every heading (issue 40), and what
+    an agent reads before the evidence: the overview, `find` "results", then the section of its
+    first passage (its size as the overview gives it, within ARXIV_MAX_CHARS)."""
+    sizes, shown, rows, announcing, sentences, before_evidence, mapped = (
+        [],
+        Counter(),
+        Counter(),
+        0,
+        0,
+        [],
+        0,
+    )
     for name, (paper, overview, captions, passages) in routing_overviews(pdfs).items():
         text = am.format_overview(paper, overview, None, captions)
         sizes.append(len(text))
-        mapped += all(row.section.label in text for row in overview.sections)  # a row, or a title in its parent's
+        mapped += all(
+            row.section.label in text for row in overview.sections
+        )  # a row, or a title in its parent's
         found = am.format_find(paper, passages, "results", overview)
         first = re.search(r"^1\. \*\*(.+?)\*\*", found, re.M)
-        section = next((row.section.chars for row in overview.sections if first and row.section.label == first[1]), 0)
+        section = next(
+            (
+                row.section.chars
+                for row in overview.sections
+                if first and row.section.label == first[1]
+            ),
+            0,
+        )
         before_evidence.append(len(text) + len(found) + min(section, am.SETTINGS.max_chars))
         path = "HTML" if name.endswith("(HTML)") else "PDF"
         for row in routing_rows(overview):
             rows[path] += 1
-            if line := next((line for line in text.splitlines() if line.startswith(f"- **{row.section.label}** (")),
-                            ""):
+            if line := next(
+                (
+                    line
+                    for line in text.splitlines()
+                    if line.startswith(f"- **{row.section.label}** (")
+                ),
+                "",
+            ):
                 shown[path] += "): " in line
                 sentences += "): " in line
                 announcing += "): " in line and am._announces(row.sentence)
         print(f"{name}: {len(text):,} chars, {len(overview.sections)} sections", file=sys.stderr)
     print("| overviews | PDF | HTML |\n|---|---|---|")
-    print(f"| routing rows that show a sentence | {shown['PDF']} of {rows['PDF']} "
-          f"| {shown['HTML']} of {rows['HTML']} |")
-    print(f"| sizes: median, largest (budget: ≤ 4,000, never > 4,500) | {statistics.median(sizes):,.0f}, "
-          f"{max(sizes):,} chars over all {len(sizes)} | |")
+    print(
+        f"| routing rows that show a sentence | {shown['PDF']} of {rows['PDF']} "
+        f"| {shown['HTML']} of {rows['HTML']} |"
+    )
+    print(
+        "| sizes: median, largest (budget: ≤ 4,000, never > 4,500) | "
+        f"{statistics.median(sizes):,.0f}, "
+        f"{max(sizes):,} chars over all {len(sizes)} | |"
+    )
     print(f"| shown sentences that only announce their section | {announcing} of {sentences} | |")
-    print(f"| overviews that list every heading (as a row or a title; issue 40) | {mapped} of {len(sizes)} | |")
-    print(f"| characters read before the evidence (overview, `find`, one section), median | "
-          f"{statistics.median(before_evidence):,.0f} | |")
+    print(
+        f"| overviews that list every heading (as a row or a title; issue 40) | {mapped} of "
+        f"{len(sizes)} | |"
+    )
+    print(
+        f"| characters read before the evidence (overview, `find`, one section), median | "
+        f"{statistics.median(before_evidence):,.0f} | |"
+    )
 
 
-def three_servers(env: dict[str, str], server: str, calls: list[list[tuple[float, dict[str, str]]]]) -> list[str]:
-    """Start one stdio server per list of ``calls`` at once, all with ``env``, and make each server's calls,
-    each at its time (seconds after the servers are up); their answers, in order."""
+def three_servers(
+    env: dict[str, str], server: str, calls: list[list[tuple[float, dict[str, str]]]]
+) -> list[str]:
+    """Start one stdio server per list of ``calls`` at once, all with ``env``, and make each
+    server's calls, each at its time (seconds after the servers are up); their answers, in order."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     async def one(own: list[tuple[float, dict[str, str]]], ready: asyncio.Barrier) -> list[str]:
         params = StdioServerParameters(command=sys.executable, args=[server], env=env)
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    await ready.wait()
-                    start, answers = time.monotonic(), []
-                    for at, arguments in own:
-                        await asyncio.sleep(max(0.0, start + at - time.monotonic()))
-                        answers.append((await session.call_tool("arxiv", arguments)).content[0].text)
-                    return answers
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                await ready.wait()
+                start, answers = time.monotonic(), []
+                for at, arguments in own:
+                    await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+                    answers.append((await session.call_tool("arxiv", arguments)).content[0].text)
+                return answers
 
     async def main() -> list[str]:
         ready = asyncio.Barrier(len(calls))
-        return [answer for answers in await asyncio.gather(*(one(own, ready) for own in calls)) for answer in answers]
+        return [
+            answer
+            for answers in await asyncio.gather(*(one(own, ready) for own in calls))
+            for answer in answers
+        ]
 
     return asyncio.run(main())
 
 
 def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
-    """Issue 31: three stdio servers (``server``, this checkout's by default) started together on one cache
-    folder, at arXiv's 3 s pace, against a loopback stand-in (the API and PDFs at 127.0.0.1, the HTML at
-    127.0.0.2): each reads the overviews of one paper with HTML and one without; the request starts per host
-    (their smallest gap), overlapping requests, downloads of each page and metadata of each paper.  Then, on
-    a fresh folder with the API answering every request 429 "Rate exceeded.", one search per server 1 s apart.
-    Then what taking a turn costs, and an overview kept on disk read while another process holds the turn."""
+    """Issue 31: three stdio servers (``server``, this checkout's by default) started together on
+    one cache folder, at arXiv's 3 s pace, against a loopback stand-in (the API and PDFs at
+    127.0.0.1, the HTML at
+    127.0.0.2): each reads the overviews of one paper with HTML and one without; the request starts
+    per host (their smallest gap), overlapping requests, downloads of each page and metadata of each
+    paper.  Then, on a fresh folder with the API answering every request 429 "Rate exceeded.", one
+    search per server 1 s apart. Then what taking a turn costs, and an overview kept on disk read
+    while another process holds the turn."""
     ids = ["2203.00274v2", "1111.2011v2"]
     answer = corpus_answer(pdfs, {"2203.00274v2": (HTML_DIR / "2203.00274.html").read_bytes()})
     seen: list[tuple[str, str, float, float]] = []  # (host, path, start, end)
     throttled = threading.Event()
 
     def recorded(host: str) -> Answer:
-        def answer_at(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
+        def answer_at(
+            path: str, query: dict[str, list[str]]
+        ) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
             start = time.monotonic()
             time.sleep(0.05)  # a request takes a little time: two at once would overlap
-            found = (b"Rate exceeded.", "text/plain", 429) if throttled.is_set() and path == "/api/query" \
+            found = (
+                (b"Rate exceeded.", "text/plain", 429)
+                if throttled.is_set() and path == "/api/query"
                 else answer(path, query)
-            seen.append((host, path if "search_query" not in query else "/api/query (search)", start, time.monotonic()))
+            )
+            seen.append(
+                (
+                    host,
+                    path if "search_query" not in query else "/api/query (search)",
+                    start,
+                    time.monotonic(),
+                )
+            )
             return found
+
         return answer_at
 
     api, html = serve(recorded("export")), serve(recorded("html"), host="127.0.0.2")
     urls = stand_in_settings(api, html)
-    print(f"| three stdio servers on one folder, 3 s pace (`{Path(server).name}`) | request starts per host: "
-          "smallest gap | overlapping requests | downloads per page | metadata asks per paper | API requests for "
-          "three searches 1 s apart under a 429 throttle |\n|---|---|---|---|---|---|")
+    print(
+        f"| three stdio servers on one folder, 3 s pace (`{Path(server).name}`) | request starts "
+        "per host: "
+        "smallest gap | overlapping requests | downloads per page | metadata asks per paper | API "
+        "requests for "
+        "three searches 1 s apart under a 429 throttle |\n|---|---|---|---|---|---|"
+    )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
-                   "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": os.path.join(folder, "a"),
-                   "ARXIV_MIN_INTERVAL": "3"}
+            env = {
+                **os.environ,
+                "ARXIV_API_URL": urls.api_url,
+                "ARXIV_PDF_URL": urls.pdf_url,
+                "ARXIV_HTML_URL": urls.html_url,
+                "ARXIV_CACHE_DIR": os.path.join(folder, "a"),
+                "ARXIV_MIN_INTERVAL": "3",
+            }
             seen.clear()
             throttled.clear()
             three_servers(env, server, [[(0.0, {"paper": i}) for i in ids]] * 3)
-            turns = [pair for host in ("export", "html") for pair in itertools.pairwise(
-                sorted((s for s in seen if s[0] == host), key=lambda s: s[2]))]
+            turns = [
+                pair
+                for host in ("export", "html")
+                for pair in itertools.pairwise(
+                    sorted((s for s in seen if s[0] == host), key=lambda s: s[2])
+                )
+            ]
             gaps = [later[2] - earlier[2] for earlier, later in turns]
             overlaps = sum(later[2] < earlier[3] for earlier, later in turns)
             pages = Counter(path for _, path, _, _ in seen if path != "/api/query")
@@ -688,72 +981,107 @@ def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             seen.clear()
             throttled.set()
             env["ARXIV_CACHE_DIR"] = os.path.join(folder, "b")
-            three_servers(env, server, [[(float(n), {"query": "quantum criticality"})] for n in range(3)])
+            three_servers(
+                env, server, [[(float(n), {"query": "quantum criticality"})] for n in range(3)]
+            )
             searches = sum(path == "/api/query (search)" for _, path, _, _ in seen)
-            print(f"| run {run + 1} | {min(gaps, default=0):.2f} s | {overlaps} | "
-                  f"{', '.join(f'{p} {n}' for p, n in sorted(pages.items()))} | {metadata / len(ids):g} | "
-                  f"{searches} |")
+            print(
+                f"| run {run + 1} | {min(gaps, default=0):.2f} s | {overlaps} | "
+                f"{', '.join(f'{p} {n}' for p, n in sorted(pages.items()))} | "
+                f"{metadata / len(ids):g} | "
+                f"{searches} |"
+            )
     api.shutdown()
     html.shutdown()
     report_turn_cost(pdfs)
 
 
 def report_turn_cost(pdfs: dict[str, bytes]) -> None:
-    """What taking a turn costs (a slot entered and left with no wait), per process and shared; and the
-    overview of a paper kept on disk, read by a restarted server while another process holds its host's turn
-    for 5 s."""
+    """What taking a turn costs (a slot entered and left with no wait), per process and shared; and
+    the overview of a paper kept on disk, read by a restarted server while another process holds its
+    host's turn for 5 s."""
     import subprocess
+
     with tempfile.TemporaryDirectory() as folder:
         costs = {}
-        for name, limiter in (("per process (`RateLimiter`)", am.RateLimiter(0)),
-                              ("shared (`SharedLimiter`)", am.SharedLimiter(0, folder))):
+        for name, limiter in (
+            ("per process (`RateLimiter`)", am.RateLimiter(0)),
+            ("shared (`SharedLimiter`)", am.SharedLimiter(0, folder)),
+        ):
+
             def turn(limiter: am.RateLimiter = limiter) -> None:
                 with limiter.slot("127.0.0.1", service="127.0.0.1/api"):
                     limiter.cleared("127.0.0.1/api")  # as a request that succeeded does
+
             costs[name] = statistics.median(timed(turn)[0] for _ in range(2000))
-        print("\n| one turn (a slot taken and left, and the service cleared), median of 2,000 | ms |\n|---|---|")
+        print(
+            "\n| one turn (a slot taken and left, and the service cleared), median of 2,000 | ms "
+            "|\n|---|---|"
+        )
         for name, seconds in costs.items():
             print(f"| {name} | {seconds * 1e3:.3f} |")
         server = serve(corpus_answer(pdfs))
         settings = stand_in_settings(server, min_interval=3.0)
-        first = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
+        first = am.PaperLibrary(
+            settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9)
+        )
         am.read_paper("1111.2011v2", library=first)
         wait_idle(first)
-        holder = subprocess.Popen([sys.executable, "-c", (
-            "import sys, time, arxiv_mcp as am\n"
-            "limiter = am.SharedLimiter(3.0, sys.argv[1])\n"
-            "with limiter.slot('127.0.0.1'):\n"
-            "    print('holding', flush=True)\n"
-            "    time.sleep(5)\n"), folder], cwd=HERE, stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import sys, time, arxiv_mcp as am\n"
+                    "limiter = am.SharedLimiter(3.0, sys.argv[1])\n"
+                    "with limiter.slot('127.0.0.1'):\n"
+                    "    print('holding', flush=True)\n"
+                    "    time.sleep(5)\n"
+                ),
+                folder,
+            ],
+            cwd=HERE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert holder.stdout.readline() == "holding\n"
-        again = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
+        again = am.PaperLibrary(
+            settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9)
+        )
         seconds, overview = timed(am.read_paper, "1111.2011v2", library=again)
         assert "kept on disk" in overview, overview[:500]
-        print(f"| an overview kept on disk, after a restart, while another process holds the host's turn for 5 s "
-              f"| {seconds * 1e3:.1f} |")
+        print(
+            "| an overview kept on disk, after a restart, while another process holds the host's "
+            "turn for 5 s "
+            f"| {seconds * 1e3:.1f} |"
+        )
         holder.wait()
         server.shutdown()
 
 
 def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
-    """Issue 32: `find` with no paper over 50 papers read (the corpus PDFs and the shared HTML pages, under
-    50 ids in turn), warm (the same server again; it keeps 16 papers in memory, the rest on disk) and after a
-    restart (every text from the disk cache), with the requests it sends (none) and the peak of Python's
-    allocations while it runs."""
+    """Issue 32: `find` with no paper over 50 papers read (the corpus PDFs and the shared HTML
+    pages, under
+    50 ids in turn), warm (the same server again; it keeps 16 papers in memory, the rest on disk)
+    and after a restart (every text from the disk cache), with the requests it sends (none) and the
+    peak of Python's allocations while it runs."""
     import tracemalloc
 
     htmls = [(HTML_DIR / f"{stem}.html").read_bytes() for stem in HTML_VERSIONS]
     sources = [("pdf", data) for data in pdfs.values()] + [("html", page) for page in htmls]
     ids = [f"2601.{n:05d}v1" for n in range(50)]
     chosen = {arxiv_id: sources[n % len(sources)] for n, arxiv_id in enumerate(ids)}
-    answer = corpus_answer({i: d for i, (kind, d) in chosen.items() if kind == "pdf"},
-                           {i: d for i, (kind, d) in chosen.items() if kind == "html"})
+    answer = corpus_answer(
+        {i: d for i, (kind, d) in chosen.items() if kind == "pdf"},
+        {i: d for i, (kind, d) in chosen.items() if kind == "html"},
+    )
     asked: list[str] = []
     server = serve(lambda path, query: asked.append(path) or answer(path, query))
     settings = stand_in_settings(server)
-    queries = ["attention", "phase transition", "\"the model\""]
+    queries = ["attention", "phase transition", '"the model"']
     rows: dict[str, list[float]] = {"warm": [], "after a restart": []}
     with tempfile.TemporaryDirectory() as folder:
+
         def library() -> am.PaperLibrary:
             return am.PaperLibrary(settings, am.RateLimiter(0.0), am.DiskCache(folder, 10**10))
 
@@ -762,35 +1090,48 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
             am.read_paper(arxiv_id, library=first)
         wait_idle(first)
         read = len(asked)
-        for run in range(runs):
+        for _run in range(runs):
             for query in queries:
                 rows["warm"].append(timed(am.arxiv_tool, find=query, library=first)[0])
                 seconds, found = timed(am.arxiv_tool, find=query, library=library())
                 rows["after a restart"].append(seconds)
-                assert found.startswith(f"# {am._quote_input(query)} in the 50 papers read"), found[:300]
+                assert found.startswith(f"# {am._quote_input(query)} in the 50 papers read"), found[
+                    :300
+                ]
         tracemalloc.start()  # apart from the timing: it slows every allocation
         am.arxiv_tool(find=queries[0], library=library())
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     server.shutdown()
     assert len(asked) == read, "no request"
-    print(f"| `find` alone over the 50 papers read ({', '.join(queries)}; {runs} runs) | median | slowest |")
+    print(
+        f"| `find` alone over the 50 papers read ({', '.join(queries)}; {runs} runs) | median | "
+        "slowest |"
+    )
     print("|---|---|---|")
     for name, seconds in rows.items():
-        print(f"| {name} | {statistics.median(seconds) * 1e3:.0f} ms | {max(seconds) * 1e3:.0f} ms |")
+        print(
+            f"| {name} | {statistics.median(seconds) * 1e3:.0f} ms | {max(seconds) * 1e3:.0f} ms |"
+        )
     print(f"| requests sent by the searches | {len(asked) - read} | |")
-    print(f"| peak of Python's allocations during one search after a restart | {peak / 1e6:.1f} MB | |")
+    print(
+        f"| peak of Python's allocations during one search after a restart | {peak / 1e6:.1f} MB "
+        "| |"
+    )
 
 
 def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
-    """Issue 34: a stdio server (``server``, this checkout's by default) reads an HTML paper, then the overview of
-    the 64-page PDF, and while that PDF downloads, has its structure pass, loads the layout model and converts in
-    the background, the HTML paper's section is read 30 times, 0.1 s apart; the server process's RSS with HTML
-    only, its peak meanwhile, and once the converter has exited (ARXIV_CONVERTER_IDLE=5).  Then a server reads
-    four overviews and stops at once, and a restarted one on its cache folder reads them again."""
+    """Issue 34: a stdio server (``server``, this checkout's by default) reads an HTML paper, then
+    the overview of the 64-page PDF, and while that PDF downloads, has its structure pass, loads the
+    layout model and converts in the background, the HTML paper's section is read 30 times, 0.1 s
+    apart; the server process's RSS with HTML only, its peak meanwhile, and once the converter has
+    exited (ARXIV_CONVERTER_IDLE=5).  Then a server reads four overviews and stops at once, and a
+    restarted one on its cache folder reads them again."""
     import psutil
 
-    htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
+    htmls = {
+        version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()
+    }
     stand_in = serve(corpus_answer(pdfs, htmls))
     urls = stand_in_settings(stand_in)
     long_id, html_id = "2502.21088v1", "2203.00274v2"
@@ -801,7 +1142,9 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             for child in process.children():
                 with contextlib.suppress(psutil.Error):  # (one that exits meanwhile)
                     if "spawn_main" in " ".join(child.cmdline()):
-                        peaks[1][child.pid] = max(peaks[1].get(child.pid, 0.0), child.memory_info().rss / 1e6)
+                        peaks[1][child.pid] = max(
+                            peaks[1].get(child.pid, 0.0), child.memory_info().rss / 1e6
+                        )
             return process.memory_info().rss / 1e6
 
         await session.call_tool("arxiv", {"paper": html_id, "section": "3"})
@@ -813,7 +1156,9 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             reads.append((await timed_call(session, paper=html_id, section="3"))[0])
             peaks[0] = max(peaks[0], rss())
         await overview
-        while any("spawn_main" in " ".join(c.cmdline()) for c in process.children()):  # the converter's work, idle exit
+        while any(
+            "spawn_main" in " ".join(c.cmdline()) for c in process.children()
+        ):  # the converter's work, idle exit
             peaks[0] = max(peaks[0], rss())
             await asyncio.sleep(0.2)
         return reads, html_only, peaks, rss()
@@ -821,23 +1166,37 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     async def overviews(session, process) -> list[float]:
         return [(await timed_call(session, paper=i))[0] for i in again_ids]
 
-    print(f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / worst | server "
-          "RSS: HTML only / peak while the PDF converts / after the converters exit (their peaks) | "
-          f"overviews after a restart ({', '.join(again_ids)}) |\n|---|---|---|---|")
+    print(
+        f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / "
+        "worst | server "
+        "RSS: HTML only / peak while the PDF converts / after the converters exit (their peaks) | "
+        f"overviews after a restart ({', '.join(again_ids)}) |\n|---|---|---|---|"
+    )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
-                   "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": folder, "ARXIV_MIN_INTERVAL": "0",
-                   "ARXIV_CONVERTER_IDLE": "5"}
+            env = {
+                **os.environ,
+                "ARXIV_API_URL": urls.api_url,
+                "ARXIV_PDF_URL": urls.pdf_url,
+                "ARXIV_HTML_URL": urls.html_url,
+                "ARXIV_CACHE_DIR": folder,
+                "ARXIV_MIN_INTERVAL": "0",
+                "ARXIV_CONVERTER_IDLE": "5",
+            }
             reads, html_only, (peak, converters), after = with_server(env, server, beside)
             env["ARXIV_CACHE_DIR"] = os.path.join(folder, "again")
-            with_server(env, server, overviews)  # read, then stopped at once: most pages unconverted
+            with_server(
+                env, server, overviews
+            )  # read, then stopped at once: most pages unconverted
             again = with_server(env, server, overviews)
         p95 = statistics.quantiles(reads, n=20)[-1]
-        print(f"| {run + 1} | {statistics.median(reads) * 1e3:.0f} / {p95 * 1e3:.0f} / {max(reads) * 1e3:.0f} ms | "
-              f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB (converters "
-              f"{' and '.join(f'{m:.0f}' for m in sorted(converters.values(), reverse=True))} MB) | "
-              f"{' / '.join(f'{s * 1e3:.0f}' for s in again)} ms |")
+        print(
+            f"| {run + 1} | {statistics.median(reads) * 1e3:.0f} / {p95 * 1e3:.0f} / "
+            f"{max(reads) * 1e3:.0f} ms | "
+            f"{html_only:.0f} / {peak:.0f} / {after:.0f} MB (converters "
+            f"{' and '.join(f'{m:.0f}' for m in sorted(converters.values(), reverse=True))} MB) | "
+            f"{' / '.join(f'{s * 1e3:.0f}' for s in again)} ms |"
+        )
     stand_in.shutdown()
     converter, key = am.ConverterProcess(), ("1111.2011v2", "pdf")
     first = timed(converter.structure, key, pdfs["1111.2011v2"])[0]
@@ -848,16 +1207,24 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     light = timed(structures.structure, key, pdfs["1111.2011v2"])[0]
     structures_rss = psutil.Process(structures.process.pid).memory_info().rss / 1e6
     structures.stop()
-    print(f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second {warm:.2f} s; its first "
-          f"page (the layout model loads) {started:.2f} s; a new one without the layout model: its first structure "
-          f"pass {light:.2f} s, its RSS then {structures_rss:.0f} MB | | | |")
+    print(
+        f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second "
+        f"{warm:.2f} s; its first "
+        f"page (the layout model loads) {started:.2f} s; a new one without the layout model: its "
+        "first structure "
+        f"pass {light:.2f} s, its RSS then {structures_rss:.0f} MB | | | |"
+    )
 
 
 def search_feed(ids: list[str]) -> str:
     """A search's Atom feed that lists ``ids``, each with ATOM_ENTRY's minimal metadata."""
     feed = ATOM_ENTRY.replace("<opensearch:totalResults>1", f"<opensearch:totalResults>{len(ids)}")
-    entry = feed[feed.index("  <entry>"):feed.index("</feed>")]
-    return feed.replace(entry, "".join(entry.format(id=i) for i in ids)).replace("{{", "{").replace("}}", "}")
+    entry = feed[feed.index("  <entry>") : feed.index("</feed>")]
+    return (
+        feed.replace(entry, "".join(entry.format(id=i) for i in ids))
+        .replace("{{", "{")
+        .replace("}}", "}")
+    )
 
 
 def first_section(overview: str) -> str:
@@ -866,18 +1233,28 @@ def first_section(overview: str) -> str:
 
 
 def report_pace(pdfs: dict[str, bytes], runs: int, server: str) -> None:
-    """Issue 40: the agent session at arXiv's pace as a client runs it: a stdio server (``server``) with a fresh
-    disk cache and ARXIV_MIN_INTERVAL=3 searches, and the search lists 2304.02623v1, 1111.2011v2 and 2203.00274v2
-    (only the last has HTML); then the agent reads each one's overview and first section, one call after the
-    other.  Every request goes to one stand-in host, so the limiter's floor is 3 s between requests.  Reported:
-    the wall time from the search to the last answer, the floor, and when each request reached the stand-in."""
+    """Issue 40: the agent session at arXiv's pace as a client runs it: a stdio server (``server``)
+    with a fresh disk cache and ARXIV_MIN_INTERVAL=3 searches, and the search lists 2304.02623v1,
+    1111.2011v2 and 2203.00274v2 (only the last has HTML); then the agent reads each one's overview
+    and first section, one call after the other.  Every request goes to one stand-in host, so the
+    limiter's floor is 3 s between requests.  Reported: the wall time from the search to the last
+    answer, the floor, and when each request reached the stand-in."""
     ids = ["2304.02623v1", "1111.2011v2", "2203.00274v2"]
-    feed, answer = search_feed(ids), corpus_answer(pdfs, {"2203.00274v2": (HTML_DIR / "2203.00274.html").read_bytes()})
+    feed, answer = (
+        search_feed(ids),
+        corpus_answer(pdfs, {"2203.00274v2": (HTML_DIR / "2203.00274.html").read_bytes()}),
+    )
     arrived: list[tuple[float, str]] = []
 
-    def logged(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
+    def logged(
+        path: str, query: dict[str, list[str]]
+    ) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
         arrived.append((time.perf_counter(), "search" if "search_query" in query else path))
-        return (feed.encode(), "application/atom+xml") if "search_query" in query else answer(path, query)
+        return (
+            (feed.encode(), "application/atom+xml")
+            if "search_query" in query
+            else answer(path, query)
+        )
 
     async def session(session, process) -> tuple[float, float, list[tuple[str, float]]]:
         arrived.clear()
@@ -886,41 +1263,65 @@ def report_pace(pdfs: dict[str, bytes], runs: int, server: str) -> None:
         for arxiv_id in ids:
             seconds, overview = await timed_call(session, paper=arxiv_id)
             calls.append((f"{arxiv_id} overview", seconds))
-            calls.append((f"{arxiv_id} first section", (await timed_call(session, paper=arxiv_id,
-                                                                         section=first_section(overview)))[0]))
+            calls.append(
+                (
+                    f"{arxiv_id} first section",
+                    (await timed_call(session, paper=arxiv_id, section=first_section(overview)))[0],
+                )
+            )
         return start, time.perf_counter(), calls
 
     stand_in = serve(logged)
     urls = stand_in_settings(stand_in)
-    print("| run | wall time (search to last answer) | the limiter's floor | calls (s) | requests (s after the search) |"
-          "\n|---|---|---|---|---|")
+    print(
+        "| run | wall time (search to last answer) | the limiter's floor | calls (s) | requests "
+        "(s after the search) |"
+        "\n|---|---|---|---|---|"
+    )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {**os.environ, "ARXIV_API_URL": urls.api_url, "ARXIV_PDF_URL": urls.pdf_url,
-                   "ARXIV_HTML_URL": urls.html_url, "ARXIV_CACHE_DIR": folder, "ARXIV_MIN_INTERVAL": "3"}
+            env = {
+                **os.environ,
+                "ARXIV_API_URL": urls.api_url,
+                "ARXIV_PDF_URL": urls.pdf_url,
+                "ARXIV_HTML_URL": urls.html_url,
+                "ARXIV_CACHE_DIR": folder,
+                "ARXIV_MIN_INTERVAL": "3",
+            }
             start, end, calls = with_server(env, server, session)
         wall = end - start
         requests = ", ".join(f"{path} {when - start:.1f}" for when, path in arrived)
-        print(f"| {run + 1} | {wall:.2f} s | {3.0 * (len(arrived) - 1):.0f} s | "
-              f"{', '.join(f'{name} {seconds:.2f}' for name, seconds in calls)} | {requests} |")
+        print(
+            f"| {run + 1} | {wall:.2f} s | {3.0 * (len(arrived) - 1):.0f} s | "
+            f"{', '.join(f'{name} {seconds:.2f}' for name, seconds in calls)} | {requests} |"
+        )
     stand_in.shutdown()
 
 
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
-    """Issue 23's targets: an agent searches, then reads the overview and first section of 3 results, at arXiv's
-    pace (a 3 s limiter gap), with a disk cache; then a restarted server does the same.  The API and PDFs are
-    served from 127.0.0.1, the HTML from 127.0.0.2, as arXiv serves them from two hosts.  ``throttled``
-    (issue 24): every API request is answered 429 "Rate exceeded.", as in arXiv's long throttles; the search
-    must fail at once, and each overview carry the paper's own title and the note."""
-    htmls = {version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()}
+    """Issue 23's targets: an agent searches, then reads the overview and first section of 3
+    results, at arXiv's pace (a 3 s limiter gap), with a disk cache; then a restarted server does
+    the same.  The API and PDFs are served from 127.0.0.1, the HTML from 127.0.0.2, as arXiv serves
+    them from two hosts.  ``throttled`` (issue 24): every API request is answered 429 "Rate
+    exceeded.", as in arXiv's long throttles; the search must fail at once, and each overview carry
+    the paper's own title and the note."""
+    htmls = {
+        version: (HTML_DIR / f"{stem}.html").read_bytes() for stem, version in HTML_VERSIONS.items()
+    }
     ids = [i for i in ("2203.00274v2", "2508.08468v6", "1111.2011v2") if i in pdfs or i in htmls]
     feed, answer, asked = search_feed(ids), corpus_answer(pdfs, htmls), []
 
-    def counted(path: str, query: dict[str, list[str]]) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
+    def counted(
+        path: str, query: dict[str, list[str]]
+    ) -> tuple[bytes, str] | tuple[bytes, str, int] | None:
         asked.append(path)
         if throttled and path == "/api/query":
             return b"Rate exceeded.", "text/plain", 429
-        return (feed.encode(), "application/atom+xml") if "search_query" in query else answer(path, query)
+        return (
+            (feed.encode(), "application/atom+xml")
+            if "search_query" in query
+            else answer(path, query)
+        )
 
     api, html = serve(counted), serve(counted, host="127.0.0.2")
     settings = stand_in_settings(api, html, min_interval=3.0)
@@ -934,7 +1335,9 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
             seconds, overview = timed(am.read_paper, arxiv_id, library=library)
             overviews.append(seconds)
             assert ("> Metadata from the paper itself" in overview) == throttled, overview[:300]
-            assert not am.read_paper(arxiv_id, first_section(overview), library=library).startswith(am.ERROR)
+            assert not am.read_paper(arxiv_id, first_section(overview), library=library).startswith(
+                am.ERROR
+            )
         return time.perf_counter() - start, list(asked), overviews
 
     print("| session | requests | wall time | the limiter's floor | overviews (median / slowest) |")
@@ -942,57 +1345,122 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
             for name in ("first", "after a restart"):
-                library = am.PaperLibrary(settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9))
+                library = am.PaperLibrary(
+                    settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9)
+                )
                 seconds, requests, overviews = session(library)
                 if throttled:
-                    requests = [f"{path} (429)" if path == "/api/query" else path for path in requests]
-                hosts = Counter("html" if path.startswith("/html/") else "export" for path in requests)
+                    requests = [
+                        f"{path} (429)" if path == "/api/query" else path for path in requests
+                    ]
+                hosts = Counter(
+                    "html" if path.startswith("/html/") else "export" for path in requests
+                )
                 floor = 3.0 * max(0, max(hosts.values(), default=1) - 1)
-                print(f"| {name} (run {run + 1}) | {len(requests)}: {', '.join(requests)} | {seconds:.2f} s | "
-                      f"{floor:.0f} s | {statistics.median(overviews) * 1e3:.0f} ms / {max(overviews) * 1e3:.0f} ms |")
+                print(
+                    f"| {name} (run {run + 1}) | {len(requests)}: {', '.join(requests)} | "
+                    f"{seconds:.2f} s | "
+                    f"{floor:.0f} s | {statistics.median(overviews) * 1e3:.0f} ms / "
+                    f"{max(overviews) * 1e3:.0f} ms |"
+                )
                 wait_idle(library)
     api.shutdown()
     html.shutdown()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf"))
-    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (medians are reported)")
-    parser.add_argument("--interval", type=float, default=0.0,
-                        help="the rate limiter's gap in seconds (arXiv's is 3; 0 measures the pipeline alone)")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in waits before answering")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "pdf_dir", nargs="?", default=str(HERE.parent / "shared" / "corpus" / "pdf")
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="runs per measurement (medians are reported)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        help="the rate limiter's gap in seconds (arXiv's is 3; 0 measures the pipeline alone)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="seconds the stand-in waits before answering"
+    )
     parser.add_argument("--papers", nargs="*", help="only these ids")
-    parser.add_argument("--agent", action="store_true",
-                        help="only the agent-session scenario (no pause between papers), with the limiter's gap "
-                             "at --interval and at arXiv's 3 s")
-    parser.add_argument("--check", action="store_true",
-                        help="only convert every page and check the text for converter debris (issue 12)")
-    parser.add_argument("--compare-modes", action="store_true",
-                        help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
-                             "and the font outline")
-    parser.add_argument("--html", action="store_true",
-                        help="only arXiv's HTML (issue 22): the shared pages against their PDFs, and the memory of a "
-                             "server that reads only HTML")
-    parser.add_argument("--session", action="store_true",
-                        help="only the agent session at arXiv's pace with a disk cache, then after a restart (issue 23)")
-    parser.add_argument("--hidden", action="store_true",
-                        help="only what finding hidden text costs: the structure pass, parse_html and conversion, "
-                             "each with the check and without it (issue 29)")
-    parser.add_argument("--overviews", action="store_true",
-                        help="only the overviews an agent routes by: sizes, rows with a sentence (issue 30)")
-    parser.add_argument("--machine", action="store_true",
-                        help="only three stdio servers on one cache folder, and what a shared turn costs (issue 31)")
-    parser.add_argument("--find", action="store_true",
-                        help="only `find` over the 50 papers read, warm and after a restart (issue 32)")
-    parser.add_argument("--pace", action="store_true",
-                        help="only the agent session at arXiv's pace through a real stdio server (issue 40)")
-    parser.add_argument("--stalls", action="store_true",
-                        help="only answers beside background PDF work, after a restart, and memory (issue 34)")
-    parser.add_argument("--server", default=str(HERE / "arxiv_mcp.py"),
-                        help="with --machine, --stalls or --pace: the server script to start (another checkout's, to compare)")
-    parser.add_argument("--throttled", action="store_true",
-                        help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)")
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="only the agent-session scenario (no pause between papers), with the limiter's gap "
+        "at --interval and at arXiv's 3 s",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only convert every page and check the text for converter debris (issue 12)",
+    )
+    parser.add_argument(
+        "--compare-modes",
+        action="store_true",
+        help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
+        "and the font outline",
+    )
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="only arXiv's HTML (issue 22): the shared pages against their PDFs, and the memory "
+        "of a "
+        "server that reads only HTML",
+    )
+    parser.add_argument(
+        "--session",
+        action="store_true",
+        help="only the agent session at arXiv's pace with a disk cache, then after a restart "
+        "(issue 23)",
+    )
+    parser.add_argument(
+        "--hidden",
+        action="store_true",
+        help="only what finding hidden text costs: the structure pass, parse_html and conversion, "
+        "each with the check and without it (issue 29)",
+    )
+    parser.add_argument(
+        "--overviews",
+        action="store_true",
+        help="only the overviews an agent routes by: sizes, rows with a sentence (issue 30)",
+    )
+    parser.add_argument(
+        "--machine",
+        action="store_true",
+        help="only three stdio servers on one cache folder, and what a shared turn costs "
+        "(issue 31)",
+    )
+    parser.add_argument(
+        "--find",
+        action="store_true",
+        help="only `find` over the 50 papers read, warm and after a restart (issue 32)",
+    )
+    parser.add_argument(
+        "--pace",
+        action="store_true",
+        help="only the agent session at arXiv's pace through a real stdio server (issue 40)",
+    )
+    parser.add_argument(
+        "--stalls",
+        action="store_true",
+        help="only answers beside background PDF work, after a restart, and memory (issue 34)",
+    )
+    parser.add_argument(
+        "--server",
+        default=str(HERE / "arxiv_mcp.py"),
+        help="with --machine, --stalls or --pace: the server script to start (another checkout's, "
+        "to compare)",
+    )
+    parser.add_argument(
+        "--throttled",
+        action="store_true",
+        help="with --session: every API request answered 429 'Rate exceeded.' (issue 24)",
+    )
     args = parser.parse_args()
 
     paths = sorted(Path(args.pdf_dir).glob("*.pdf"))
@@ -1005,7 +1473,9 @@ def main() -> None:
     if args.check:
         sys.exit(1 if check(pdfs) else 0)
     reports = {  # each mode, by its flag: a report of its own, on the stand-in it makes
-        "html": lambda: report_html(pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem}),
+        "html": lambda: report_html(
+            pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem}
+        ),
         "session": lambda: report_session(pdfs, args.runs, args.throttled),
         "hidden": lambda: report_hidden(pdfs, args.runs),
         "overviews": lambda: report_overviews(pdfs),
@@ -1022,11 +1492,21 @@ def main() -> None:
     if args.agent:
         report_agent_session(pdfs, settings, args.runs)
         return
-    env = {**os.environ, "ARXIV_API_URL": settings.api_url, "ARXIV_PDF_URL": settings.pdf_url,
-           "ARXIV_HTML_URL": settings.html_url, "ARXIV_CACHE_DIR": "off", "ARXIV_MIN_INTERVAL": str(args.interval)}
+    env = {
+        **os.environ,
+        "ARXIV_API_URL": settings.api_url,
+        "ARXIV_PDF_URL": settings.pdf_url,
+        "ARXIV_HTML_URL": settings.html_url,
+        "ARXIV_CACHE_DIR": "off",
+        "ARXIV_MIN_INTERVAL": str(args.interval),
+    }
 
-    print(f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency {args.latency:g} s, "
-          f"{os.cpu_count()} cores", file=sys.stderr)
+    print(
+        f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency "
+        f"{args.latency:g} s, "
+        f"{os.cpu_count()} cores",
+        file=sys.stderr,
+    )
     baseline(next(iter(pdfs.values())), 1)  # load the layout model before anything is timed
     import pymupdf
 
@@ -1040,22 +1520,31 @@ def main() -> None:
         base_time = statistics.median(baseline(data, settings.max_pages) for _ in range(args.runs))
         measured = measure_paper(arxiv_id, settings, args.runs)
         rows.append((arxiv_id, pages, base_time, measured))
-        print(f"{arxiv_id}: {pages} pages, baseline {base_time:.2f} s, "
-              + ", ".join(f"{k} {v:.3f}" for k, v in measured.items()), file=sys.stderr)
+        print(
+            f"{arxiv_id}: {pages} pages, baseline {base_time:.2f} s, "
+            + ", ".join(f"{k} {v:.3f}" for k, v in measured.items()),
+            file=sys.stderr,
+        )
 
     # The limiter's 3 s gap between the PDF and the metadata request overlaps the conversion.
     polite = dataclasses.replace(settings, min_interval=3.0)
     gap_id = min(pdfs, key=lambda k: len(pdfs[k]))
-    gap = statistics.median(timed(am.read_paper, gap_id, "full", library=am.PaperLibrary(
-        polite, am.RateLimiter(3.0)))[0] for _ in range(args.runs))
+    gap = statistics.median(
+        timed(am.read_paper, gap_id, "full", library=am.PaperLibrary(polite, am.RateLimiter(3.0)))[
+            0
+        ]
+        for _ in range(args.runs)
+    )
     gap_conversion = next(m["cold full text"] for i, _, _, m in rows if i == gap_id)
 
     commands = {"python arxiv_mcp.py": [sys.executable, str(HERE / "arxiv_mcp.py")]}
     if shutil.which("uv"):
         commands["uv run arxiv_mcp.py"] = [shutil.which("uv"), "run", str(HERE / "arxiv_mcp.py")]
         server_ready_seconds(env, commands["uv run arxiv_mcp.py"])  # warm uv's cache for the script
-    ready = {name: statistics.median(server_ready_seconds(env, command) for _ in range(args.runs))
-             for name, command in commands.items()}
+    ready = {
+        name: statistics.median(server_ready_seconds(env, command) for _ in range(args.runs))
+        for name, command in commands.items()
+    }
     largest = max(page_counts, key=page_counts.get)  # the longest paper
     peak = server_calls(env, [{"paper": largest, "section": "full"}])[0]
     server.shutdown()
@@ -1072,24 +1561,43 @@ def main() -> None:
     total_pages = sum(p for _, p, _, _ in rows)
     sizes = [m["overview chars"] for _, _, _, m in rows]
     print("\n| measurement | median | ratio to baseline |\n|---|---|---|")
-    print(f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
-          f"{statistics.median(b for _, _, b, _ in rows):.2f} s ({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |")
+    print(
+        f"| baseline: one `pymupdf4llm.to_markdown` of the paper (≤ {settings.max_pages} pages) | "
+        f"{statistics.median(b for _, _, b, _ in rows):.2f} s "
+        f"({statistics.median(b / p for _, p, b, _ in rows):.2f} s/page) | 1.00 |"
+    )
     for name in ("cold overview", "cold overview + first section", "cold find", "cold full text"):
-        split = "; ".join(f"{label}, {sum(k == kind for k in kinds.values())} papers: "
-                          f"{ratio_of(name, lambda i, kind=kind: kinds[i] == kind):.2f}"
-                          for label, kind in groups.items() if kind in kinds.values())
+        split = "; ".join(
+            f"{label}, {sum(k == kind for k in kinds.values())} papers: "
+            f"{ratio_of(name, lambda i, kind=kind: kinds[i] == kind):.2f}"
+            for label, kind in groups.items()
+            if kind in kinds.values()
+        )
         print(f"| {name} | {median_of(name):.2f} s | {ratio_of(name):.2f} ({split}) |")
     for name in ("warm section", "warm overview", "warm find"):
         print(f"| {name} | {median_of(name) * 1000:.2f} ms | |")
-    print(f"| cold full text of {gap_id} with arXiv's 3 s limiter gap ({gap_conversion:.2f} s without it) "
-          f"| {gap:.2f} s | target ≤ max(conversion, 3 s) + 0.5 s = "
-          f"{max(gap_conversion, 3.0) + 0.5:.2f} s |")
-    print(f"| overview size (budget: ≤ 4,000 typical, never > 4,500) | {statistics.median(sizes):,.0f} chars; "
-          f"largest {max(sizes):,.0f}; {sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ 4,000 | |")
+    print(
+        f"| cold full text of {gap_id} with arXiv's 3 s limiter gap ({gap_conversion:.2f} s "
+        "without it) "
+        f"| {gap:.2f} s | target ≤ max(conversion, 3 s) + 0.5 s = "
+        f"{max(gap_conversion, 3.0) + 0.5:.2f} s |"
+    )
+    print(
+        "| overview size (budget: ≤ 4,000 typical, never > 4,500) | "
+        f"{statistics.median(sizes):,.0f} chars; "
+        f"largest {max(sizes):,.0f}; {sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ "
+        "4,000 | |"
+    )
     for name, seconds in ready.items():
         print(f"| server start to `tools/list` (`{name}`, SDK stdio client) | {seconds:.2f} s | |")
-    print(f"| peak RSS of the server's process, {largest} ({page_counts[largest]} pages) in full | {peak:.0f} MB | |")
-    print(f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians of {args.runs} runs.")
+    print(
+        f"| peak RSS of the server's process, {largest} ({page_counts[largest]} pages) in full | "
+        f"{peak:.0f} MB | |"
+    )
+    print(
+        f"\n{len(rows)} papers, {total_pages} pages; medians over papers of the per-paper medians "
+        f"of {args.runs} runs."
+    )
 
 
 if __name__ == "__main__":
