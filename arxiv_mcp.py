@@ -70,7 +70,7 @@ import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -133,7 +133,7 @@ class Settings:
         )
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
         """Settings from ``ARXIV_<FIELD>`` variables; a bad value is logged (never echoed) and
         ignored."""
         environ = os.environ if environ is None else environ
@@ -143,7 +143,7 @@ class Settings:
             raw = environ.get(name, "").strip()
             if not raw:
                 continue
-            default = field.default
+            default: Any = field.default
             try:
                 value = type(default)(raw)
             except ValueError:
@@ -417,13 +417,11 @@ class RateLimiter:
         cool-down.  Raises Throttled when the cool-down lasts more than ``patience`` seconds or past
         ``deadline`` (a ``clock()`` time), ArxivError when the turn would come after ``deadline``.
         """
-        self._check_cooling(
-            service, deadline, patience
-        )  # before queueing behind the host's other requests
+        # before queueing behind the host's other requests
+        self._check_cooling(service, deadline, patience)
         with self._connection(host, deadline):
-            while (
-                True
-            ):  # a request ahead may have been throttled: the cool-down is read again at the turn
+            # a request ahead may have been throttled: the cool-down is read again at the turn
+            while True:
                 with self._state() as turns:
                     cooling = self._check_cooling(service, deadline, patience, turns)
                     if (
@@ -520,9 +518,8 @@ if sys.platform == "win32":
     import msvcrt
 
     def _os_lock(descriptor: int, take: bool) -> None:
-        os.lseek(
-            descriptor, 0, os.SEEK_SET
-        )  # msvcrt locks bytes from the file's position: its first
+        # msvcrt locks bytes from the file's position: its first
+        os.lseek(descriptor, 0, os.SEEK_SET)
         msvcrt.locking(descriptor, msvcrt.LK_NBLCK if take else msvcrt.LK_UNLCK, 1)
 else:
     import fcntl
@@ -539,9 +536,8 @@ def _lock_file(path: str, until: float, clock: Callable[[], float]) -> int | Non
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         while True:
-            with contextlib.suppress(
-                BlockingIOError, PermissionError
-            ):  # held (POSIX: EWOULDBLOCK; Windows: EACCES)
+            # held (POSIX: EWOULDBLOCK; Windows: EACCES)
+            with contextlib.suppress(BlockingIOError, PermissionError):
                 _os_lock(descriptor, take=True)
                 return descriptor
             if clock() >= until:
@@ -633,18 +629,16 @@ class SharedLimiter(RateLimiter):
             descriptor = self._lock("turns.json", self.clock() + _STATE_WAIT)
             try:
                 kept = os.read(descriptor, 1 << 16) if descriptor is not None else b""
-                with contextlib.suppress(
-                    ValueError, TypeError
-                ):  # a new or damaged file: this process's turns
+                # a new or damaged file: this process's turns
+                with contextlib.suppress(ValueError, TypeError):
                     self._turns = _rebased(_Turns(**json.loads(kept)), self.wall(), self.clock())
                 yield self._turns
                 if descriptor is not None:  # even unchanged: a wait cut to its length is kept so
                     written = json.dumps(
                         dataclasses.asdict(_rebased(self._turns, self.clock(), self.wall()))
                     )
-                    os.lseek(
-                        descriptor, 0, os.SEEK_SET
-                    )  # padded over the last, not truncated: 10 times faster
+                    # padded over the last, not truncated: 10 times faster
+                    os.lseek(descriptor, 0, os.SEEK_SET)
                     os.write(descriptor, written.encode().ljust(len(kept)))
             finally:
                 _unlock_file(descriptor)
@@ -660,9 +654,8 @@ _MIN_TIMEOUT = (
 # through the first two (3 and 6 s).  The server's search and metadata wait for none: they answer at
 # once.
 _COOL_DOWN_PATIENCE = 10.0
-_RATE_EXCEEDED = re.compile(
-    rb"\s*rate exceeded", re.I
-)  # arXiv's throttle body, with any status (even 200)
+# arXiv's throttle body, with any status (even 200)
+_RATE_EXCEEDED = re.compile(rb"\s*rate exceeded", re.I)
 _READ_CHUNK = 1 << 16
 
 
@@ -1424,9 +1417,8 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
     """Open PDF bytes in memory; ArxivError for corrupt, encrypted or empty files."""
     import pymupdf
 
-    pymupdf.TOOLS.mupdf_display_errors(
-        False
-    )  # MuPDF would print warnings on stderr for every glitch
+    # MuPDF would print warnings on stderr for every glitch
+    pymupdf.TOOLS.mupdf_display_errors(False)
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception:
@@ -1469,6 +1461,7 @@ class Passage:
     text: str
 
 
+# U+FB00-FB06 only: NFKC would also turn ² into 2
 _LIGATURES = str.maketrans(
     {
         "\ufb00": "ff",
@@ -1479,7 +1472,7 @@ _LIGATURES = str.maketrans(
         "\ufb05": "st",
         "\ufb06": "st",
     }
-)  # U+FB00-FB06 only: NFKC would also turn ² into 2
+)
 # TeX sets an accent as a glyph of its own beside its letter; the text layer gives the spacing form
 # ("Kl¨umper", "Teˇsanovi´c").  Each spacing accent and the combining accent it stands for.  Never
 # the backtick, which is Markdown's code mark.
@@ -1495,9 +1488,8 @@ _SPACING_ACCENTS = {
     "ˋ": "\u0300",
 }
 _ACCENT_THEN_LETTER = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
-_LETTER_THEN_ACCENT = re.compile(
-    f"([^\\W\\d_])([{''.join(_SPACING_ACCENTS)}])(?![^\\W\\d_])"
-)  # at a word's end
+# at a word's end
+_LETTER_THEN_ACCENT = re.compile(f"([^\\W\\d_])([{''.join(_SPACING_ACCENTS)}])(?![^\\W\\d_])")
 
 
 def _spelt(text: str) -> str:
@@ -1572,9 +1564,8 @@ def _srgb(value: int) -> _Colour:
 # How a span's own drawing hides it (``_span_hiding``), and what drawn beneath its middle shows it
 # after all: a fill or line colour, or None for an image or a shading.
 _SHOWN_BY: dict[str, Callable[[_Colour, _Colour | None], bool]] = {
-    "white": lambda text, beneath: (
-        beneath is None or not _alike(text, beneath)
-    ),  # a label on a dark fill
+    # a label on a dark fill
+    "white": lambda text, beneath: beneath is None or not _alike(text, beneath),
     "small": lambda text, beneath: True,  # tiny type over a drawing or an image is a figure's
     "invisible": lambda text, beneath: beneath is None,  # an OCR layer over a scanned page's image
 }
@@ -1588,9 +1579,8 @@ def _span_hiding(span: dict[str, Any]) -> str:
     ``_ALIKE``), or "small" (type under ``_MIN_VISIBLE_PT``)."""
     if span["alpha"] == 0:
         return "invisible"
-    if (
-        span["color"] & _NEAR_WHITE == _NEAR_WHITE
-    ):  # bits, not shares: it runs for every span of a page
+    # bits, not shares: it runs for every span of a page
+    if span["color"] & _NEAR_WHITE == _NEAR_WHITE:
         return "white" if span["color"] == 0xFFFFFF else "near-white"
     return "small" if span["size"] < _MIN_VISIBLE_PT else ""
 
@@ -1634,12 +1624,13 @@ def _hidden_spans(
                 for r, under in beneath
             ):
                 del hiding[id(span)]
-    passages, kept = [], set()
+    passages: list[Hidden] = []
+    kept: set[int] = set()
     drawn = [
         (n, span) for n, line in enumerate(lines) for span in line["spans"] if span["text"].strip()
     ]
-    for _, run in itertools.groupby(drawn, key=lambda item: id(item[1]) in hiding):
-        if id((run := list(run))[0][1]) not in hiding:
+    for _, group in itertools.groupby(drawn, key=lambda item: id(item[1]) in hiding):
+        if id((run := list(group))[0][1]) not in hiding:
             continue
         text = _spelt(
             "\n".join(
@@ -1733,9 +1724,8 @@ class Section:
         return self.end - self.start
 
 
-Outline = tuple[
-    Section, ...
-]  # a paper's structure before its text is placed: Sections with their pages
+# a paper's structure before its text is placed: Sections with their pages
+Outline = tuple[Section, ...]
 
 # The one table of section names: each role's names, matched as whole titles in any case.
 #   front       before the body; the abstract is the overview's, never a section
@@ -1760,9 +1750,8 @@ _SECTION_NAME = re.compile(
 )
 _UNNUMBERED_ROLES = ("matter", "back", "references")  # names that stay sections after numbered ones
 _BACK_ROLES = ("back", "references")
-_APPENDIX = re.compile(
-    r"appendix\b|appendices\b", re.I
-)  # a heading that opens the appendices: "Appendix A: Proofs"
+# a heading that opens the appendices: "Appendix A: Proofs"
+_APPENDIX = re.compile(r"appendix\b|appendices\b", re.I)
 
 _ROMAN = re.compile(r"(?=[IVXLC])M*(C[MD]|D?C{0,3})(X[CL]|L?X{0,3})(I[XV]|V?I{0,3})")
 _NUMBERED = re.compile(
@@ -1770,9 +1759,8 @@ _NUMBERED = re.compile(
     r"(?:\.|:|\s)\s*(?P<title>\S.*)",
     re.I,
 )
-_PRINTED_NUMBER = re.compile(
-    r"[0-9IVXLC]+\.?|[A-Z]\."
-)  # a section number printed on a line of its own
+# a section number printed on a line of its own
+_PRINTED_NUMBER = re.compile(r"[0-9IVXLC]+\.?|[A-Z]\.")
 _MAX_HEADING_CHARS = 120
 _MAX_HEADING_WORDS = 16
 _MIN_OUTLINE_ENTRIES = (
@@ -1804,9 +1792,8 @@ def _strip_markup(markdown_line: str) -> str:
     return " ".join(text.split())
 
 
-@functools.lru_cache(
-    maxsize=1 << 16
-)  # placing an outline compares every entry with every candidate line
+# placing an outline compares every entry with every candidate line
+@functools.lru_cache(maxsize=1 << 16)
 def _match_key(text: str) -> str:
     """Letters and digits only, lower case: how headings are compared."""
     text = unicodedata.normalize("NFKD", text)
@@ -1979,13 +1966,14 @@ class _Text:
 # pymupdf4llm's markers around the text it found in a picture (axis labels, diagram words): never a
 # heading, and never left in a clean page (``_repaired``).
 _PICTURE_START, _PICTURE_END = "<!-- Start of picture text -->", "<!-- End of picture text -->"
+# how a Markdown table, quote, image, HTML or code line starts
 _NOT_PROSE = (
     "|",
     ">",
     "!",
     "<",
     "```",
-)  # how a Markdown table, quote, image, HTML or code line starts
+)
 
 
 def _candidate_lines(markdown: str) -> list[_Line]:
@@ -2106,7 +2094,7 @@ def _placed(outline: Outline, source: _Text) -> list[Section]:
     lines, page_starts = source.lines, source.page_starts
     line_offsets = [line.offset for line in lines]
     found: list[Section] = []
-    position, used = 0, set()
+    position, used = 0, set[int]()
     for entry in outline:
         if page_starts and entry.page > len(page_starts):
             break
@@ -2133,13 +2121,18 @@ def _placed(outline: Outline, source: _Text) -> list[Section]:
             continue
         else:
             page_start = page_starts[max(1, entry.page) - 1]
-            offset = (
+            listed = (
                 _reference_start(source.text, page_start)
                 if _name_role(entry.title) == "references"
                 else None
             )
-            if offset is None:
-                offset = max(page_start, found[-1].start) if found else page_start
+            offset = (
+                listed
+                if listed is not None
+                else max(page_start, found[-1].start)
+                if found
+                else page_start
+            )
         found.append(
             dataclasses.replace(
                 entry, number=number, page=source.page_of(offset) or entry.page, start=offset
@@ -2160,7 +2153,8 @@ def _placed(outline: Outline, source: _Text) -> list[Section]:
 def _detected(source: _Text, paper_title: str) -> list[Section]:
     """Pick real section headings among the marked lines, when there is no outline: numbered
     ones with a plausible numbering, and well-known names (``_SECTION_NAMES``)."""
-    numbering, found, title_key = _Numbering(), [], _match_key(paper_title)
+    numbering, title_key = _Numbering(), _match_key(paper_title)
+    found: list[Section] = []
     for line in source.lines:
         if (
             not line.marked
@@ -2328,7 +2322,7 @@ def _text_line(spans: list[dict[str, Any]], bbox: Sequence[float]) -> _TextLine:
     (footnote marks) and math symbols in another font do not make a bold heading plain."""
     import pymupdf
 
-    sizes = Counter()
+    sizes: Counter[float] = Counter()
     for span in spans:
         sizes[round(span["size"] * 2) / 2] += len(span["text"].strip())
     size = sizes.most_common(1)[0][0]
@@ -2411,8 +2405,8 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     numbering, no running headers), and a reference list without a heading
     becomes References.  Costs a few milliseconds a page.
     """
-    page_lines = [_page_lines(pdf_page) for pdf_page in itertools.islice(doc, pages)]
-    sizes = Counter()
+    page_lines = [_page_lines(pdf_page) for pdf_page in doc.pages(0, min(pages, doc.page_count))]
+    sizes: Counter[float] = Counter()
     for page in page_lines:
         for line in page:
             sizes[line.size] += len(line.text)
@@ -2518,10 +2512,11 @@ class SectionSummary:
     note: str = ""
 
 
+# where a text comes from, as the overview says it
 _PDF_SOURCE, _HTML_SOURCE = (
     "the PDF",
     "arXiv's HTML",
-)  # where a text comes from, as the overview says it
+)
 
 
 @dataclass(frozen=True)
@@ -2532,9 +2527,8 @@ class Overview:
     pages_covered: int
     chars: int
     sections: tuple[SectionSummary, ...]
-    links: tuple[
-        tuple[str, str], ...
-    ]  # code and data links: (URL, label of the section it appears in)
+    # code and data links: (URL, label of the section it appears in)
+    links: tuple[tuple[str, str], ...]
     estimated: bool = False  # measured on the raw text layer, before the conversion
     source: str = _PDF_SOURCE
 
@@ -2553,20 +2547,20 @@ class Overview:
 
 _SENTENCE_WINDOW = 3_000  # characters at the start of a section that hold its first sentence
 _SENTENCE_CHARS = 150  # a row's sentence is cut at a word boundary past this
+# a figure's line, an equation's: a section's first sentence is prose
 _NOT_SENTENCES = (
     "*[",
     "$$",
     "*Equation",
-)  # a figure's line, an equation's: a section's first sentence is prose
+)
 # A sentence: twenty characters or more up to a stop that no abbreviation or initial ("e.g.",
 # "Fig.", "J.") ends.
 _SENTENCE = re.compile(
     r"\S.{19,}?(?<!e\.g)(?<!i\.e)(?<!et al)(?<!\bFig)(?<!\bEq)(?<!\bvs)(?<!\bcf)(?<!\b[A-Z])"
     r"[.!?](?=\s|$)"
 )
-_BARE_NUMBER = re.compile(
-    r"\s*(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.?\s*"
-)  # a heading's number on a line of its own
+# a heading's number on a line of its own
+_BARE_NUMBER = re.compile(r"\s*(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.?\s*")
 # An opening that only announces its section ("In this section, we …", "We now turn to …"): the
 # sentence after it says what the section is about, unless the announcement names ``_NAMED_CONTENT``
 # words of content itself.
@@ -2825,7 +2819,7 @@ def _union(boxes: Sequence[Sequence[float]]) -> tuple[float, float, float, float
 
 
 def _stacked(
-    anchor: Sequence[float], candidates: dict[int, Sequence[float]], above: bool
+    anchor: Sequence[float], candidates: Mapping[int, Sequence[float]], above: bool
 ) -> list[int]:
     """The boxes of ``candidates`` (by index) that stand next to ``anchor`` above (or below) it: the
     nearest, and with it every box within ``_PANEL_GAP`` of the group (the panels of one figure)."""
@@ -2920,9 +2914,8 @@ def _embedded_font(doc: "pymupdf.Document", xref: int) -> Any:
         return None
 
 
-_Char = tuple[
-    float, float, float, float, str, bool
-]  # x0, y0, x1, y1, its text, whether it had no Unicode
+# x0, y0, x1, y1, its text, whether it had no Unicode
+_Char = tuple[float, float, float, float, str, bool]
 
 
 def _glyph_names(page: "pymupdf.Page") -> dict[tuple[float, float], str]:
@@ -3046,9 +3039,8 @@ class PageMarkdown:
 
 # The converter's markup that a clean text does without.
 _PICTURE_TEXT = re.compile(f"{re.escape(_PICTURE_START)}\\n?(.*?){re.escape(_PICTURE_END)}", re.S)
-_STRUCK = re.compile(
-    r"~~(.*?)~~", re.S
-)  # a rule through a glyph (a radical's bar, a fraction's) reads as a strike
+# a rule through a glyph (a radical's bar, a fraction's) reads as a strike
+_STRUCK = re.compile(r"~~(.*?)~~", re.S)
 _SUPERSCRIPT = re.compile(r"<sup>(.*?)</sup>", re.S)
 _MAX_SUPERSCRIPT = (
     12  # visible characters: a true superscript (an exponent, citation marks) is shorter
@@ -3386,9 +3378,8 @@ class Structure:
     skim: Overview | None = None
     passages: tuple[Passage, ...] = ()
     captions: tuple[Caption, ...] = ()
-    equations: dict[str, tuple[int, ...]] = dataclasses.field(
-        default_factory=dict
-    )  # number → pages
+    # number → pages
+    equations: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     front: FrontMatter = FrontMatter()  # what its first page says of it (``pdf_front``)
     hidden: tuple[
         Hidden, ...
@@ -3429,7 +3420,7 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
                 ([], []),
             )
             for page, pdf_page in enumerate(
-                itertools.islice(doc, max_pages or _MAX_STRUCTURE_PAGES), start=1
+                doc.pages(0, min(max_pages or _MAX_STRUCTURE_PAGES, doc.page_count)), start=1
             )
         ]
         blocks = [texts for texts, _ in layers]
@@ -3458,9 +3449,8 @@ _ARXIV_STAMP = re.compile(
     r"arXiv:\s*(?P<id>\S+?v[0-9]+)\s+\[(?P<category>[^\]\s]+)\]\s+"
     r"(?P<date>[0-9]{1,2} [A-Z][a-z]{2} [0-9]{4})"
 )
-_ABSTRACT_LABEL = re.compile(
-    r"\s*a\s?b\s?s\s?t\s?r\s?a\s?c\s?t\b[\s.:—–-]*", re.I
-)  # "ABSTRACT", "A B S T R A C T"
+# "ABSTRACT", "A B S T R A C T"
+_ABSTRACT_LABEL = re.compile(r"\s*a\s?b\s?s\s?t\s?r\s?a\s?c\s?t\b[\s.:—–-]*", re.I)
 # What ends an abstract on the first page: a numbered heading, or a block that comes after
 # abstracts.
 _AFTER_ABSTRACT = re.compile(
@@ -3580,9 +3570,8 @@ class PdfText:
     outline: (
         "Outline"  # the paper's structure (``pdf_outline``): bookmarks or headings found by font
     )
-    missing: frozenset[int] = (
-        frozenset()
-    )  # pages (from 1) not converted yet, whose strings are empty
+    # pages (from 1) not converted yet, whose strings are empty
+    missing: frozenset[int] = frozenset()
     regions: tuple["Region", ...] = ()  # the figures, tables and equations of the converted pages
 
     @property
@@ -3626,9 +3615,8 @@ class PaperText:
     page_count: int
     pages_converted: int
     complete: bool = True  # False for the pages converted so far, while the conversion goes on
-    missing: frozenset[int] = (
-        frozenset()
-    )  # pages (from 1) before the last converted one that are not converted
+    # pages (from 1) before the last converted one that are not converted
+    missing: frozenset[int] = frozenset()
     source: str = _PDF_SOURCE
 
     @classmethod
@@ -3698,6 +3686,7 @@ def overview_of(text: PaperText) -> Overview:
 # The paper is the <article class="ltx_document"> element; everything around it is arXiv's site.
 # What becomes of a LaTeXML element, by its classes (``_LatexmlWriter.block`` tries the rules in
 # order):
+# nested: their depth is the level
 _LTX_SECTIONS = frozenset(
     {
         "ltx_part",
@@ -3709,7 +3698,7 @@ _LTX_SECTIONS = frozenset(
         "ltx_bibliography",
         "ltx_index",
     }
-)  # nested: their depth is the level
+)
 _LTX_DROPPED = frozenset(
     {
         "ltx_ERROR",  # an unconverted macro (\AND): its name is no text of the paper
@@ -3741,6 +3730,7 @@ _LTX_RUN_IN = {
     "ltx_title_acknowledgements": ("**", "."),
 }
 _LTX_EQUATION_TAGS = frozenset({"ltx_tag_equation", "ltx_tag_equationgroup"})
+# cells of an equation row
 _LTX_EQUATION_NOT_MATH = frozenset(
     {
         "ltx_eqn_center_padleft",
@@ -3749,7 +3739,7 @@ _LTX_EQUATION_NOT_MATH = frozenset(
         "ltx_eqn_right_padright",
         "ltx_eqn_eqno",
     }
-)  # cells of an equation row
+)
 _HTML_BLOCKS = frozenset(
     "address article aside blockquote dd div dl dt figcaption figure footer h1 h2 h3 h4 h5 h6 "
     "header li nav ol p pre section table tbody thead tfoot tr td th ul".split()
@@ -3777,15 +3767,15 @@ _CSS_DECLARATION = re.compile(r"([\w-]+)\s*:\s*([^;]+)")
 _CSS_FOREGROUNDS = ("color", "--ltx-fg-color")
 _CSS_BACKGROUNDS = ("background-color", "background", "--ltx-bg-color")
 _CSS_NO_BACKGROUND = frozenset({"none", "transparent", "inherit", "initial", "unset"})
+# whatever the colour
 _CSS_HIDING = {
     "display": re.compile(r"none"),
     "visibility": re.compile(r"hidden|collapse"),
     "opacity": re.compile(r"0*\.?0*%?"),
-}  # whatever the colour
+}
 _CSS_POINTS = {"pt": 1.0, "px": 0.75, "em": 10.0, "rem": 10.0, "%": 0.1}  # LaTeXML's text is 10 pt
-_TEX_CONTINUATION = re.compile(
-    r"(?<!\\)%[^\n]*(?:\n\s*|$)"
-)  # a "%" comment ending a source line; never "\%"
+# a "%" comment ending a source line; never "\%"
+_TEX_CONTINUATION = re.compile(r"(?<!\\)%[^\n]*(?:\n\s*|$)")
 
 
 @dataclass(eq=False)
@@ -3841,9 +3831,8 @@ class _ArticleParser(html.parser.HTMLParser):
         node = _Node(tag, frozenset(values.get("class", "").split()), values)
         if self.ignored:
             if tag == self.ignored[-1]:
-                self.ignored.append(
-                    tag
-                )  # a nested one of the same kind: its end must not end the outer
+                # a nested one of the same kind: its end must not end the outer
+                self.ignored.append(tag)
             return
         if not self.stack:
             if tag == "article" and "ltx_document" in node.classes and self.article is None:
@@ -3940,9 +3929,8 @@ class HtmlPaper:
     passages: tuple["Passage", ...]
     captions: tuple[Caption, ...]
     equations: dict[str, str]  # number → its "$$…$$" line
-    front: FrontMatter = (
-        FrontMatter()
-    )  # title, authors, abstract and version, as the page gives them
+    # title, authors, abstract and version, as the page gives them
+    front: FrontMatter = FrontMatter()
     hidden: tuple[
         Hidden, ...
     ] = ()  # what its style hides, left out of its text (``_style_hiding``)
@@ -4212,18 +4200,16 @@ class _LatexmlWriter:
         one each; the unnumbered rows between are one equation; several rows become ``aligned``,
         cells joined by ``&``."""
         rows = list(node.find_all(lambda n: n.has("ltx_eqn_row") or n.tag == "tr"))
-        parsed = []
+        parsed: list[tuple[list[str], str, int]] = []
         for row in rows:
-            cells = [c for c in row.find_all(lambda n: n.tag == "td" or n.has("ltx_eqn_cell"))]
+            tds = [c for c in row.find_all(lambda n: n.tag == "td" or n.has("ltx_eqn_cell"))]
             tag_cell = next(
-                (c for c in cells if next(c.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)), None)),
+                (c for c in tds if next(c.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)), None)),
                 None,
             )
             tag = tag_cell and next(tag_cell.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)))
             math = [
-                self.inline(c, tex=True).strip()
-                for c in cells
-                if not c.has(*_LTX_EQUATION_NOT_MATH)
+                self.inline(c, tex=True).strip() for c in tds if not c.has(*_LTX_EQUATION_NOT_MATH)
             ]
             parsed.append(
                 (
@@ -4289,9 +4275,8 @@ class _LatexmlWriter:
                 out.append(" ")
             elif child.hidden:
                 out.append(f" {self.conceal(child)} ")
-            elif child.has(
-                "ltx_note"
-            ):  # a footnote; other notes are the authors' affiliations and thanks
+            # a footnote; other notes are the authors' affiliations and thanks
+            elif child.has("ltx_note"):
                 if not child.has("ltx_role_footnote"):
                     continue
                 self.note_count += 1
@@ -4758,9 +4743,8 @@ def render_region(pdf: bytes, page: int, bbox: Sequence[float]) -> bytes:
 
 # Following references: the entries of a reference list and the arXiv ids it cites.
 _BRACKETED_ENTRY = re.compile(r"(?:^|\s)\[([0-9]{1,3})\]\s", re.M)  # [12] Author ...
-_NUMBERED_ENTRY = re.compile(
-    r"^(?:- )?([0-9]{1,3})\.?\s+[A-Z]", re.M
-)  # 12 A. Author ... or 12. A. Author ...
+# 12 A. Author ... or 12. A. Author ...
+_NUMBERED_ENTRY = re.compile(r"^(?:- )?([0-9]{1,3})\.?\s+[A-Z]", re.M)
 # An author-year entry starts a line with "Surname, I." or "Surname et al." and gives a year within
 # its first lines.
 _AUTHOR_YEAR_ENTRY = re.compile(
@@ -4768,9 +4752,8 @@ _AUTHOR_YEAR_ENTRY = re.compile(
     r"[^\n]*\n?[^\n]*\b(?:1[89]|20)[0-9]{2}",
     re.M,
 )
-_KEYED_ENTRY = re.compile(
-    r"^- \[[^\]\n]+\] ", re.M
-)  # - [Vaswani et al. (2017)] ...: arXiv's HTML, author-year
+# - [Vaswani et al. (2017)] ...: arXiv's HTML, author-year
+_KEYED_ENTRY = re.compile(r"^- \[[^\]\n]+\] ", re.M)
 _MIN_NUMBERED = 3  # entries numbered 1, 2, 3 at least make a numbered list
 _CITED_ID = re.compile(
     r"arxiv\.org/(?:abs|pdf)/(?P<url>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
@@ -4834,7 +4817,7 @@ def cited_arxiv_ids(text: str, own_id: str | None = None) -> list[str]:
             continue
         entry = bisect.bisect_right(starts, m.start()) - 1
         found[base] = (numbered[entry][1] if entry >= 0 else 0, m.start())
-    return sorted(found, key=found.get)
+    return sorted(found, key=lambda base: found[base])
 
 
 # Citing: BibTeX in the form of arXiv's own export, from the metadata alone.
@@ -4861,9 +4844,8 @@ _NOT_DECOMPOSED = str.maketrans(
         "ı": "i",
     }
 )
-_BIBTEX_SPECIAL = re.compile(
-    r"(?<!\\)([&%#_])"
-)  # characters BibTeX and LaTeX read as commands outside math
+# characters BibTeX and LaTeX read as commands outside math
+_BIBTEX_SPECIAL = re.compile(r"(?<!\\)([&%#_])")
 
 
 def _ascii(text: str) -> str:
@@ -5358,11 +5340,12 @@ def format_outline(
         ]
     head = f"# Outline of arXiv:{paper.arxiv_id}: {paper.title}\n\n{_text_summary(overview)}\n\n"
     top = min((row.section.level for row in rows), default=1)
+    # sentences for every heading, for the top ones, for none: within the limit
     for depth in (
         9,
         top,
         0,
-    ):  # sentences for every heading, for the top ones, for none: within the limit
+    ):
         document = head + _section_rows(rows, _Fit(sentence_depth=depth))
         if len(document) <= _OVERVIEW_LIMIT:
             break
@@ -5537,9 +5520,8 @@ def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> l
         if re.fullmatch(r"[0-9]{1,3}", number_key) and not any(
             s.number == number_key for s in sections
         ):
-            number_key = _to_roman(
-                int(number_key)
-            )  # "2" finds section II in papers numbered in Roman
+            # "2" finds section II in papers numbered in Roman
+            number_key = _to_roman(int(number_key))
         exact = [s for s in sections if s.number and s.number.upper() == number_key]
         exact = exact or [
             s for s in sections if _match_key(s.title) == key or _match_key(s.label) == key
@@ -5709,7 +5691,8 @@ def format_find(
 def _found(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str]) -> list[str]:
     """The entries of the best ``hits``: each its ``label``, its section, page and count of matches,
     and its passage with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``."""
-    entries, terms = [], _find_terms(query)
+    entries: list[str] = []
+    terms = _find_terms(query)
     for hit in hits[:_FIND_PASSAGES]:
         count, page = sum(hit.counts), f", p. {hit.passage.page}" if hit.passage.page else ""
         entry = (
@@ -5725,10 +5708,11 @@ def _found(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str]) -
 
 # Finding across papers: the ones named, or every paper this server has read, on one scale.
 _FIND_PAPERS = 10  # papers one `find` names at most
+# BM25's usual weights: how fast repeats saturate, how much length counts
 _BM25_K1, _BM25_B = (
     1.2,
     0.75,
-)  # BM25's usual weights: how fast repeats saturate, how much length counts
+)
 # BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not
 # against the average: a raw text layer's blocks can be lines of 100 characters, against which every
 # paragraph is long.
@@ -5793,9 +5777,8 @@ def _term_counts(passages: Sequence[Passage], terms: Sequence[re.Pattern[str]]) 
     joined by NUL (``_quick_fold`` keeps it; no term matches across it) and each match placed by its
     offset: C speed."""
     texts = [passage.text for passage in passages]
-    if (joined := "\0".join(texts)).count("\0") >= len(
-        texts
-    ):  # a NUL of its own: none in a cleaned text
+    # a NUL of its own: none in a cleaned text
+    if (joined := "\0".join(texts)).count("\0") >= len(texts):
         joined = "\0".join(text.replace("\0", " ") for text in texts)
     folded = _quick_fold(joined)
     starts = list(itertools.accumulate((len(part) + 1 for part in folded.split("\0")), initial=0))
@@ -5815,7 +5798,8 @@ def find_across(
     the longer it is past ``_PASSAGE_WINDOW``, so that a long paper's many long passages do not
     crowd out a short paper's better one; ties go to each paper in turn.  Also each paper's title
     and count of matching passages, in the order given, and how many passages were searched."""
-    terms, hits, counts, holding, searched = _find_terms(query), [], {}, Counter(), 0
+    terms, hits, counts, searched = _find_terms(query), [], {}, 0
+    holding: Counter[int] = Counter()
     for paper in papers:
         found = _term_counts(paper.passages, terms)
         searched += len(paper.passages)
@@ -5968,7 +5952,10 @@ def format_visuals(
     ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  An equation
     that the HTML has and the PDF's pages do not show (or a PDF that cannot be had) is its LaTeX
     with a note.  A number the paper does not have gives a short error naming what it has."""
-    parts, images, left_out, used = [], [], [], 0
+    parts: list[str] = []
+    images: list[Image] = []
+    left_out: list[str] = []
+    used = 0
     for visual in visuals:
         if not visual.kind:
             parts.append(
@@ -5980,17 +5967,19 @@ def format_visuals(
         region = next((r for r in reading.regions if visual.matches(r.kind, r.number)), None)
         caption = next((c for c in reading.captions if visual.matches(c.kind, c.number)), None)
         latex = reading.equations.get(visual.number.upper()) if visual.kind == "Equation" else None
-        if region is None and caption is None and latex is None:
+        found = region or caption
+        if found is None and latex is None:
             parts.append(
                 f"{ERROR} {visual.label} is not in this paper (or its page could not be found). "
                 f"It has: {_available(reading)}."
             )
             continue
-        if reading.pdf is None and reading.image_error or latex and region is None:
+        text = latex or (found.text if found else "")
+        if reading.pdf is None and reading.image_error or found is None or latex and region is None:
             why = reading.image_error or f"the PDF's pages show no {visual.label}"
-            parts.append(f"**{visual.label}**: {latex or caption.text} *[no image: {why}]*")
+            parts.append(f"**{visual.label}**: {text} *[no image: {why}]*")
             continue
-        page = region.page if region else caption.page
+        page = found.page
         if len(images) >= _MAX_IMAGES or reading.pdf is None:
             left_out.append(visual.label)
             continue
@@ -6005,7 +5994,6 @@ def format_visuals(
         size = f"image {image.width}×{image.height} px"
         if region is None:
             size += "; the layout found no region next to its caption, so this is the whole page"
-        text = latex or (region.text if region else caption.text)
         parts.append(
             f"**{visual.label}** ({where}; {size}): {text}"
             if visual.kind == "Equation" and region
@@ -6030,7 +6018,9 @@ _DISK_MAGIC = b"arxiv-mcp cache 1\n"
 _CACHED_TTL = 86_400.0
 
 
-def default_cache_dir(environ: dict[str, str] | None = None, platform: str = sys.platform) -> str:
+def default_cache_dir(
+    environ: Mapping[str, str] | None = None, platform: str = sys.platform
+) -> str:
     """Where a personal cache lives: ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows,
     else
     ``$XDG_CACHE_HOME`` or ``~/.cache``; an ``arxiv-mcp`` folder in it."""
@@ -6195,9 +6185,8 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
     cache.  Keys share 256 lock files: a rare wait for another download costs little, since a host
     serves one request at a time anyway."""
     descriptor = None
-    with contextlib.suppress(
-        OSError
-    ):  # where the folder holds no such lock, each process fetches what it needs
+    # where the folder holds no such lock, each process fetches what it needs
+    with contextlib.suppress(OSError):
         if cache is not None:
             os.makedirs(os.path.join(cache.folder, _LOCKS), mode=0o700, exist_ok=True)
             slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:2]
@@ -6238,9 +6227,8 @@ def _record(value: Any) -> bytes:
     return json.dumps(plain(value)).encode()
 
 
-_type_hints = functools.cache(
-    typing.get_type_hints
-)  # a record's classes, asked for each record it holds
+# a record's classes, asked for each record it holds
+_type_hints = functools.cache(typing.get_type_hints)
 
 
 def _from_record(kind: Any, data: bytes | None) -> Any:
@@ -6249,7 +6237,7 @@ def _from_record(kind: Any, data: bytes | None) -> Any:
 
     def built(hint: Any, item: Any) -> Any:
         origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             hints = _type_hints(hint)
             return hint(**{name: built(hints[name], part) for name, part in item.items()})
         if origin in (types.UnionType, typing.Union):  # X | None
@@ -6300,9 +6288,8 @@ class Reading:
     captions: tuple[Caption, ...] = ()  # the figures and tables the captions print
     regions: tuple[Region, ...] = ()  # the figures, tables and equations of the converted pages
     pdf: bytes | None = None  # the PDF, to render regions from
-    equations: dict[str, str] = dataclasses.field(
-        default_factory=dict
-    )  # number → LaTeX, from arXiv's HTML
+    # number → LaTeX, from arXiv's HTML
+    equations: dict[str, str] = dataclasses.field(default_factory=dict)
     image_error: str | None = (
         None  # why the PDF, and so the images, of a paper read from HTML cannot be had
     )
@@ -6372,19 +6359,16 @@ class _PaperState:
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
-    regions: dict[int, tuple[Region, ...]] = dataclasses.field(
-        default_factory=dict
-    )  # by converted page
-    wants: Counter[ReadRequest] = dataclasses.field(
-        default_factory=Counter
-    )  # what waiting callers asked for
+    # by converted page
+    regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
+    # what waiting callers asked for
+    wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
     read_on: set[int] = dataclasses.field(default_factory=set)  # pages a section runs on to
     waiting: int = 0  # callers waiting on it
     listeners: list[Progress] = dataclasses.field(default_factory=list)
     forgotten: bool = False  # evicted from the cache: its PDF work stops
-    texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(
-        default_factory=dict
-    )  # ``_text``'s
+    # ``_text``'s
+    texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)
 
     @property
     def structured(self) -> bool:
@@ -6486,9 +6470,8 @@ def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool
     ``(record, None)`` or ``(None, (message, transient))``, until the server is gone.  Without
     ``layout`` it cannot convert pages: pymupdf goes without pymupdf4llm, its layout model, numpy
     and onnxruntime (75 MB less)."""
-    os.dup2(
-        2, 1
-    )  # stdout is the server's MCP channel: what MuPDF or pymupdf4llm print goes to stderr
+    # stdout is the server's MCP channel: what MuPDF or pymupdf4llm print goes to stderr
+    os.dup2(2, 1)
     if not layout:  # (an import of a module set to None fails, and pymupdf goes on without it)
         sys.modules["pymupdf.layout"] = sys.modules["pymupdf4llm"] = None  # type: ignore[assignment]
     import pymupdf  # noqa: F401  (a second or more: at once, while the first PDF downloads)
@@ -6498,7 +6481,10 @@ def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool
         while True:
             name, key, arguments = connection.recv()
             try:
-                answer = getattr(converter, name)(key, *arguments), None
+                answer: tuple[Any, tuple[str, bool] | None] = (
+                    getattr(converter, name)(key, *arguments),
+                    None,
+                )
             except Exception as error:
                 failure = _as_arxiv_error(error, "The PDF could not be read (an internal error).")
                 answer = None, (str(failure), failure.transient)
@@ -6631,9 +6617,8 @@ class Scheduler:
         downloading: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.converter: Converter | ConverterProcess = (
-            Converter()
-        )  # the server's runs in a process of its own
+        # the server's runs in a process of its own
+        self.converter: Converter | ConverterProcess = Converter()
         self.structure_converter: ConverterProcess | None = None  # the server's: a second process
         self.changed = threading.Condition()
         self.settings = (
@@ -6649,9 +6634,8 @@ class Scheduler:
         ] = []  # requests waiting: (urgency, order, host)
         self._requesting: set[str] = set()  # the hosts a request is being sent to
         self._order = itertools.count()
-        self._lanes: set[bool] = (
-            set()
-        )  # the threads running: of the structure passes (True), of the rest (False)
+        # the threads running: of the structure passes (True), of the rest (False)
+        self._lanes: set[bool] = set()
         self._rendering = 0  # images being rendered in the structure passes' converter
 
     def add(self, state: _PaperState) -> None:
@@ -6693,14 +6677,15 @@ class Scheduler:
 
     def _job_for(self, state: _PaperState) -> tuple[tuple[int, ...], Callable[[], None]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
-        if state.forgotten or state.text_error is not None or state.pdf is None:
+        pdf = state.pdf
+        if state.forgotten or state.text_error is not None or pdf is None:
             return (
                 ((JOB_CLOSE,), lambda: self._close(state))
                 if self.converter.holds(state.key)
                 else None
             )
         if not state.structured:
-            return (JOB_STRUCTURE, -self._order_of(state)), lambda: self._structure(state)
+            return (JOB_STRUCTURE, -self._order_of(state)), lambda: self._structure(state, pdf)
         wanted = sorted(page for page in self.needed(state) if page not in state.pages)
         if wanted:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(
@@ -6790,10 +6775,10 @@ class Scheduler:
             with self.changed:
                 self.changed.notify_all()
 
-    def _structure(self, state: _PaperState) -> None:
+    def _structure(self, state: _PaperState, pdf: bytes) -> None:
         """Read the PDF's structure (``read_structure``)."""
         try:
-            record = self._converter_of(True).structure(state.key, state.pdf)
+            record = self._converter_of(True).structure(state.key, pdf)
             structure = _from_record(Structure, record)
         except Exception as error:
             with self.changed:
@@ -6816,9 +6801,8 @@ class Scheduler:
             state.pages[page], state.regions[page] = converted.markdown, converted.regions
             listeners, count = list(state.listeners), state.structure.page_count
         for listener in listeners:
-            with contextlib.suppress(
-                Exception
-            ):  # a listener's failure must not fail the conversion
+            # a listener's failure must not fail the conversion
+            with contextlib.suppress(Exception):
                 listener(len(state.pages), count, f"Converted page {page} of {count}")
 
     def _close(self, state: _PaperState) -> None:
@@ -6904,9 +6888,8 @@ class PaperLibrary:
         # The entries of recent searches by id, with and without their version: (when, metadata);
         # oldest first.
         self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
-        self._kept_texts: OrderedDict[str, Findable] = (
-            OrderedDict()
-        )  # texts read from disk for ``find``, by key
+        # texts read from disk for ``find``, by key
+        self._kept_texts: OrderedDict[str, Findable] = OrderedDict()
 
     def remember(self, papers: Sequence[Paper]) -> None:
         """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never
@@ -7003,15 +6986,18 @@ class PaperLibrary:
                 and not state.forgotten
             }
         yield from texts.values()
-        for key in self.cache.keys("text") if self.cache is not None else ():
+        if self.cache is None:
+            return
+        seen = set(texts)  # a PDF's text and an HTML's of one version: the first
+        for key in self.cache.keys("text"):
             version, part, *_ = [*key.split(" "), ""]
             if (
                 part not in ("html", "structure")
                 or key != _text_key(version, part)
-                or version in texts
+                or version in seen
             ):
                 continue
-            texts[version] = None  # a PDF's text and an HTML's of one version: the first
+            seen.add(version)
             with self.scheduler.changed:
                 kept = self._kept_texts.pop(key, None)
             if kept is None:
@@ -7174,9 +7160,8 @@ class PaperLibrary:
         "auto", anything but a LaTeXML article of that version leaves it to the PDF."""
         version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
         cache, text_key = self._cache_for(version), _text_key(version, "html")
-        with _one_fetch(
-            cache, "html", version, self.settings.deadline
-        ):  # another server may be fetching it
+        # another server may be fetching it
+        with _one_fetch(cache, "html", version, self.settings.deadline):
             remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
             # Kept on disk: the parsed text (by these rules), else the page.
             html = (
@@ -7220,9 +7205,8 @@ class PaperLibrary:
                     "; reading the PDF" * (state.source == "auto"),
                 )
                 if cache is not None and not remembered and not failure.transient:
-                    cache.put(
-                        "nohtml", version, b""
-                    )  # a 404, the "No HTML" page, another version: for a day
+                    # a 404, the "No HTML" page, another version: for a day
+                    cache.put("nohtml", version, b"")
                 if state.source == "html":
                     with self.scheduler.changed:
                         state.text_error = failure
@@ -7253,16 +7237,14 @@ class PaperLibrary:
                     if cache is not None:
                         cache.put("pdf", version, pdf)
             keeping = (cache, version) if cache is not None else None
-            structure = _kept_text(
-                keeping, "structure", Structure
-            )  # here: an overview never waits for the converter
+            # here: an overview never waits for the converter
+            structure = _kept_text(keeping, "structure", Structure)
             with changed:
                 state.pdf, state.kept = pdf, keeping
                 state.from_disk = state.from_disk or kept is not None and state.html is None
                 state.structure = structure or state.structure
-                self.scheduler.add(
-                    state
-                )  # the structure pass and pages go on while the metadata waits its turn
+                # the structure pass and pages go on while the metadata waits its turn
+                self.scheduler.add(state)
         except Exception as error:
             with changed:
                 state.text_error = _as_arxiv_error(
@@ -7406,9 +7388,8 @@ class PaperLibrary:
         for section in chosen:
             index = outline.index(section)
             later = next((s for s in outline[index + 1 :] if s.level <= section.level), None)
-            last = (
-                later.page if later is not None else state.structure.page_count
-            )  # where the heading after it is
+            # where the heading after it is
+            last = later.page if later is not None else state.structure.page_count
             pages.update(range(max(1, section.page), last + 1)[: self.settings.max_pages])
         return pages
 
@@ -7419,7 +7400,7 @@ class PaperLibrary:
             raise state.error
         if state.paper is None:
             state.paper = self._own_paper(state)
-        if state.paper is None:
+        if (paper := state.paper) is None:
             if (
                 state.metadata_error is not None
                 and not state.loading
@@ -7428,9 +7409,9 @@ class PaperLibrary:
                 raise state.metadata_error  # neither the API nor the paper can tell what it is
             return None
         reading = (
-            self._html_answer(state, request)
+            self._html_answer(state, paper, state.html, request)
             if state.html is not None
-            else self._pdf_answer(state, request)
+            else self._pdf_answer(state, paper, request)
         )
         if reading is not None:
             reading = dataclasses.replace(reading, hidden=self._hidden(state))
@@ -7446,24 +7427,24 @@ class PaperLibrary:
         """The hidden passages of the text a paper is read from (with ``changed`` held)."""
         return state.html.hidden if state.html is not None else state.structure.hidden
 
-    def _pdf_answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
+    def _pdf_answer(self, state: _PaperState, paper: Paper, request: ReadRequest) -> Reading | None:
         """The Reading of a paper read from its PDF, once its pages that ``request`` needs are
         converted."""
         if state.text_error is not None:
-            return Reading(state.paper, None, str(state.text_error), state.text_error.transient)
-        if (visuals := self._with_pdf(state, request, Reading(state.paper, None))) is None:
+            return Reading(paper, None, str(state.text_error), state.text_error.transient)
+        if (visuals := self._with_pdf(state, request, Reading(paper, None))) is None:
             return None
         mode = request.mode
+        # the raw text answers them, with the outline's sections
         if mode in (
             Mode.FIND,
             Mode.HIDDEN,
-        ):  # the raw text answers them, with the outline's sections
+        ):
             return dataclasses.replace(
                 visuals, overview=state.structure.skim, passages=state.structure.passages
             )
-        if (
-            mode is Mode.SECTIONS and not request.sections
-        ):  # figures, tables and equations: their pages are converted
+        # figures, tables and equations: their pages are converted
+        if mode is Mode.SECTIONS and not request.sections:
             return dataclasses.replace(visuals, overview=state.structure.skim)
         if mode is Mode.FULL or state.structure.skim is None:
             text = self._text(state, full=True)
@@ -7483,13 +7464,14 @@ class PaperLibrary:
             return None
         return dataclasses.replace(visuals, text=text, overview=state.structure.skim)
 
-    def _html_answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
+    def _html_answer(
+        self, state: _PaperState, paper: Paper, html: HtmlPaper, request: ReadRequest
+    ) -> Reading | None:
         """The Reading of a paper read from HTML: its text at once; for figures, tables and
         equations as images, once its PDF's pages that hold them are converted (or with why they
         cannot be)."""
-        html = state.html
         reading = Reading(
-            state.paper,
+            paper,
             html.text,
             overview=state.html_overview,
             passages=html.passages,
@@ -7539,9 +7521,8 @@ class PaperLibrary:
             frozenset(page for page in numbers if page not in state.pages),
         )
         text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "", complete=complete)
-        state.texts = {
-            k: v for k, v in state.texts.items() if v[0] == converted
-        }  # older texts are outdated
+        # older texts are outdated
+        state.texts = {k: v for k, v in state.texts.items() if v[0] == converted}
         state.texts[key] = (converted, text)
         return text
 
@@ -7803,10 +7784,9 @@ def read_answer(
             )
         )
     text = ""
-    if sections:
-        if (
-            reading.overview is not None
-        ):  # the outline's section list, which names sections not converted yet too
+    if sections and reading.text is not None:
+        if reading.overview is not None:
+            # The outline's section list, which names sections not converted yet too.
             chosen = _select_sections([row.section for row in reading.overview.sections], sections)
             if isinstance(chosen, str):
                 return Answer(f"{ERROR} {chosen}")
@@ -7816,9 +7796,8 @@ def read_answer(
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)
     shown, images = format_visuals(reading, request.visuals, library.scheduler.render)
-    if not sections and (
-        images or not shown.startswith(ERROR)
-    ):  # an error alone stays an error answer
+    # an error alone stays an error answer
+    if not sections and (images or not shown.startswith(ERROR)):
         shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
 
@@ -8033,8 +8012,8 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
     try:
         from mcp.server.mcpserver import Context, MCPServer
     except ImportError:  # mcp < 2 calls it FastMCP
-        from mcp.server.fastmcp import Context
-        from mcp.server.fastmcp import FastMCP as MCPServer
+        from mcp.server.fastmcp import Context  # type: ignore[attr-defined,no-redef]
+        from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined,no-redef]
     from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
     def described(name: str) -> Any:
@@ -8054,12 +8033,14 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         name="arxiv",
         description=TOOL_DESCRIPTION,
         structured_output=False,
-        annotations=ToolAnnotations(
-            title="arXiv",
-            readOnlyHint=True,
-            destructiveHint=False,
-            idempotentHint=True,
-            openWorldHint=True,
+        annotations=ToolAnnotations.model_validate(
+            {
+                "title": "arXiv",
+                "readOnlyHint": True,
+                "destructiveHint": False,
+                "idempotentHint": True,
+                "openWorldHint": True,
+            }
         ),
     )
     async def arxiv(
@@ -8079,7 +8060,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         order: Annotated[str, described("order")] = _DEFAULT["order"],
         max_results: Annotated[int, described("max_results")] = _DEFAULT["max_results"],
         start: Annotated[int, described("start")] = _DEFAULT["start"],
-    ) -> str:
+    ) -> CallToolResult:
         loop = asyncio.get_running_loop()
 
         def on_progress(done: float, total: float | None, message: str) -> None:
@@ -8104,9 +8085,8 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
             )
         )
         # An error is still a short Markdown answer for the model; isError tells the client too.
-        return CallToolResult(
-            content=mcp_content(answer, TextContent, ImageContent), isError=answer.is_error
-        )
+        content = mcp_content(answer, TextContent, ImageContent)
+        return CallToolResult.model_validate({"content": content, "isError": answer.is_error})
 
     return server
 

@@ -1,16 +1,17 @@
 """Benchmark of arxiv_mcp on real arXiv PDFs, offline.
 
     uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...]
-    [--agent] uv run bench_arxiv_mcp.py --check   # every page of the corpus: no converter debris,
-    what the layout finds uv run bench_arxiv_mcp.py --html    # arXiv's HTML pages of ../shared/html
-    against their PDFs, and memory uv run bench_arxiv_mcp.py --session # search and read 3 results
-    at arXiv's pace, then again after a restart uv run bench_arxiv_mcp.py --session --throttled  #
-    the same while every API request gets "Rate exceeded." uv run bench_arxiv_mcp.py --hidden  #
-    what finding hidden text costs: each stage with and without the check uv run bench_arxiv_mcp.py
-    --overviews  # the overviews an agent routes by: sizes, rows that show a sentence uv run
-    bench_arxiv_mcp.py --machine  # three stdio servers on one cache folder: one client to arXiv uv
-    run bench_arxiv_mcp.py --find  # `find` over the 50 papers read, warm and after a restart uv run
-    bench_arxiv_mcp.py --stalls  # answers beside background PDF work and after a restart; memory
+    uv run bench_arxiv_mcp.py --agent      # an agent's session, against a plain conversion
+    uv run bench_arxiv_mcp.py --check      # every corpus page: no converter debris
+    uv run bench_arxiv_mcp.py --html       # ../shared/html against the PDFs; memory
+    uv run bench_arxiv_mcp.py --session    # search, read 3 papers at arXiv's pace, restart
+    uv run bench_arxiv_mcp.py --session --throttled  # the same, the API throttled
+    uv run bench_arxiv_mcp.py --pace       # that session through a real stdio server
+    uv run bench_arxiv_mcp.py --hidden     # what finding hidden text costs
+    uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by
+    uv run bench_arxiv_mcp.py --machine    # three stdio servers on one cache folder
+    uv run bench_arxiv_mcp.py --find       # `find` over the 50 papers read, warm, restarted
+    uv run bench_arxiv_mcp.py --stalls     # answers beside background PDF work; memory
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -220,6 +221,7 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
         "| font outline: ms | font outline: sections | layout sections it lacks "
         "|\n|---|---|---|---|---|---|---|---|---|"
     )
+    # pages; layout s, sections; legacy s, sections; font s, sections, lost
     totals = [
         0,
         0.0,
@@ -229,7 +231,7 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
         0.0,
         0,
         0,
-    ]  # pages; layout s, sections; legacy s, sections; font s, sections, lost
+    ]
     for arxiv_id, data in pdfs.items():
         if structure(data, max_pages) == "bookmarks":
             continue
@@ -301,9 +303,8 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, 
             "cold overview + first section",
             seconds + timed(am.read_paper, arxiv_id, selector, library=library)[0],
         )
-        library.read(
-            arxiv_id
-        )  # let the background conversion finish: it would slow the next cold read
+        # let the background conversion finish: it would slow the next cold read
+        library.read(arxiv_id)
         add("warm section", timed(am.read_paper, arxiv_id, selector, library=library)[0])
         add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
         add("warm find", timed(am.read_paper, arxiv_id, find="the results", library=library)[0])
@@ -500,10 +501,11 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
+            # as ``use_the_machine`` gives
             converters = (
                 am.ConverterProcess(),
                 am.ConverterProcess(layout=False),
-            )  # as ``use_the_machine`` gives
+            )
             library.scheduler.converter, library.scheduler.structure_converter = converters
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
@@ -609,12 +611,13 @@ def check(pdfs: dict[str, bytes]) -> int:
 
 
 HTML_DIR = HERE.parent / "shared" / "html"
+# the version each shared page is of (ar5iv's name none)
 HTML_VERSIONS = {
     "2203.00274": "2203.00274v2",
     "2305.03393": "2305.03393v1",
     "2407.16314": "2407.16314v1",
     "2508.08468": "2508.08468v6",
-}  # the version each shared page is of (ar5iv's name none)
+}
 
 
 def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
@@ -648,9 +651,8 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
     for version, page in htmls.items():
         parse = statistics.median(timed(am.parse_html, page, version)[0] for _ in range(runs))
         reading = statistics.median(cold(version) for _ in range(runs))
-        whole = (
-            version in pdfs and version not in excerpts
-        )  # a ratio to a few pages of the PDF says nothing
+        # a ratio to a few pages of the PDF says nothing
+        whole = version in pdfs and version not in excerpts
         plain = (
             statistics.median(baseline(pdfs[version], am.SETTINGS.max_pages) for _ in range(runs))
             if whole
@@ -824,9 +826,8 @@ def report_overviews(pdfs: dict[str, bytes]) -> None:
     for name, (paper, overview, captions, passages) in routing_overviews(pdfs).items():
         text = am.format_overview(paper, overview, None, captions)
         sizes.append(len(text))
-        mapped += all(
-            row.section.label in text for row in overview.sections
-        )  # a row, or a title in its parent's
+        # a row, or a title in its parent's
+        mapped += all(row.section.label in text for row in overview.sections)
         found = am.format_find(paper, passages, "results", overview)
         first = re.search(r"^1\. \*\*(.+?)\*\*", found, re.M)
         section = next(
@@ -1156,9 +1157,8 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             reads.append((await timed_call(session, paper=html_id, section="3"))[0])
             peaks[0] = max(peaks[0], rss())
         await overview
-        while any(
-            "spawn_main" in " ".join(c.cmdline()) for c in process.children()
-        ):  # the converter's work, idle exit
+        # the converter's work, idle exit
+        while any("spawn_main" in " ".join(c.cmdline()) for c in process.children()):
             peaks[0] = max(peaks[0], rss())
             await asyncio.sleep(0.2)
         return reads, html_only, peaks, rss()
@@ -1185,9 +1185,8 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             }
             reads, html_only, (peak, converters), after = with_server(env, server, beside)
             env["ARXIV_CACHE_DIR"] = os.path.join(folder, "again")
-            with_server(
-                env, server, overviews
-            )  # read, then stopped at once: most pages unconverted
+            # read, then stopped at once: most pages unconverted
+            with_server(env, server, overviews)
             again = with_server(env, server, overviews)
         p95 = statistics.quantiles(reads, n=20)[-1]
         print(

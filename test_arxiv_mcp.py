@@ -68,9 +68,8 @@ def corpus_file(*parts: str, folder: str = "corpus") -> Path:
 
 
 ATOM_1111 = (DATA / "2016_idlist_1111.2011v2_doi_journalref_comment.xml").read_bytes()
-PAGE_MARKDOWN = (
-    am._page_markdown
-)  # the real page converter, for tests that must not use the session memo
+# the real page converter, for tests that must not use the session memo
+PAGE_MARKDOWN = am._page_markdown
 PDF_1111 = (DATA / "1111.2011v2.pdf").read_bytes()
 
 
@@ -349,9 +348,8 @@ def test_the_readme_opens_with_a_configuration_and_the_two_commands():
     block = re.search(r"```json\n(.*?)```", first, re.S)
     assert block and json.loads(block[1])["mcpServers"]["arxiv"]["args"][0] == "run"
     assert "`uv run arxiv_mcp.py`" in first and "`uv run --locked pytest`" in first
-    assert (
-        "uv run --locked pytest" in (HERE / ".ci" / "run").read_text()
-    )  # CI runs the README's test command
+    # CI runs the README's test command
+    assert "uv run --locked pytest" in (HERE / ".ci" / "run").read_text()
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda path: path.name)
@@ -617,19 +615,18 @@ def test_the_corpus_tests_skip_without_shared_and_fail_where_ci_requires_it(monk
 
 
 def test_rate_limiter_lets_one_request_at_a_time_per_host():
-    limiter = am.RateLimiter(
-        0.0
-    )  # no spacing: only the host's one connection keeps the requests apart
+    # no spacing: only the host's one connection keeps the requests apart
+    limiter = am.RateLimiter(0.0)
     inside, most, guard = Counter(), Counter(), threading.Lock()
 
     def request(index):
         host = "export.arxiv.org" if index < 3 else "arxiv.org"
-        with limiter.slot(host), guard:
-            inside[host] += 1
-            most[host] = max(most[host], inside[host])
-            time.sleep(
-                0.05
-            )  # long enough for the other threads, released by the barrier, to try to enter
+        with limiter.slot(host):
+            with guard:
+                inside[host] += 1
+                most[host] = max(most[host], inside[host])
+            # long enough for the other threads, released by the barrier, to try to enter
+            time.sleep(0.05)
             with guard:
                 inside[host] -= 1
 
@@ -689,9 +686,8 @@ RATE_EXCEEDED = b"Rate exceeded."
 def test_a_throttle_is_never_parsed_and_cools_the_service_down(env, monkeypatch, throttle):
     monkeypatch.setattr(env.library.limiter, "interval", 0)
     env.script["api/query"] = [throttle()]
-    assert am.fetch_metadata("1111.2011v2").title.startswith(
-        "Quantum Criticality"
-    )  # after the cool-down
+    # after the cool-down
+    assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum Criticality")
     assert env.clock.sleeps == [am._FIRST_COOL_DOWN] and len(env.requests) == 2
 
 
@@ -733,9 +729,8 @@ def test_a_lasting_throttle_backs_off_as_one_server_then_resets(env, monkeypatch
         am.Throttled, match="limiting requests.*not your doing.*about 12 s"
     ) as error:
         am.fetch_metadata("1111.2011v2")
-    assert (
-        env.clock.sleeps == [3.0, 6.0] and len(env.requests) == 3
-    )  # the third cool-down, 12 s, is not waited
+    # the third cool-down, 12 s, is not waited
+    assert env.clock.sleeps == [3.0, 6.0] and len(env.requests) == 3
     assert error.value.transient and error.value.retry_in == 12.0
     with pytest.raises(am.Throttled):  # another caller with no patience: no request at all
         am.search(am.build_search(query="x"), patience=0, limiter=limiter)
@@ -745,9 +740,8 @@ def test_a_lasting_throttle_backs_off_as_one_server_then_resets(env, monkeypatch
         and limiter.cooling("export.arxiv.org/pdf") == 0
     )
     env.clock.sleep(12.0)
-    assert am.fetch_metadata("1111.2011v2").title.startswith(
-        "Quantum"
-    )  # the throttle passed: reset
+    # the throttle passed: reset
+    assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum")
     env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
     with pytest.raises(am.Throttled, match="about 3 s"):
         am.fetch_metadata("1111.2011v2", patience=0)
@@ -903,9 +897,8 @@ def test_parse_feed_multiple_dois_affiliations_and_many_authors():
     assert len(many.authors) == 34
     metadata = am.format_metadata(many)
     listed = metadata.split("- **Authors:** ")[1].split("\n")[0]
-    assert (
-        listed.split(", ") == [a.name for a in many.authors] and "more" not in listed
-    )  # all 34, in order
+    # all 34, in order
+    assert listed.split(", ") == [a.name for a in many.authors] and "more" not in listed
 
 
 def test_a_collaboration_lists_fifty_authors_and_counts_the_rest():
@@ -930,9 +923,8 @@ def test_affiliations_are_the_first_thing_an_overview_drops_to_fit():
     section = am.Section("1", "Introduction", 1, 1, 0, 900)
     overview = am.Overview(8, 8, 900, (am.SectionSummary(section, "It begins."),), ())
     few = am.format_overview(dataclasses.replace(paper, authors=authors[:2]), overview)
-    assert (
-        "Author 1 (Department 1, University of Somewhere, Country)" in few
-    )  # room: affiliations kept
+    # room: affiliations kept
+    assert "Author 1 (Department 1, University of Somewhere, Country)" in few
     many = am.format_overview(dataclasses.replace(paper, authors=authors), overview)
     assert len(many) <= 4_000 and "Department" not in many
     assert (
@@ -1291,13 +1283,11 @@ def test_font_outline_of_a_synthetic_paper():
     doc = pymupdf.open()
     for number, title in [("1.", "Introduction"), ("2.", "Methods and Data"), ("3.", "Results")]:
         page = doc.new_page()
-        page.insert_text(
-            (72, 40), "Journal of Synthetic Results", fontname="hebo", fontsize=10
-        )  # running header
+        # running header
+        page.insert_text((72, 40), "Journal of Synthetic Results", fontname="hebo", fontsize=10)
         page.insert_text((72, 100), number, fontname="hebo", fontsize=12)
-        page.insert_text(
-            (90, 100), title, fontname="hebo", fontsize=12
-        )  # same baseline, apart from its number
+        # same baseline, apart from its number
+        page.insert_text((90, 100), title, fontname="hebo", fontsize=12)
         for row in range(20):
             page.insert_text(
                 (72, 130 + 14 * row),
@@ -1359,12 +1349,13 @@ def test_unnumbered_body_names_after_numbered_sections_are_not_sections():
             "References",
         ]
     ) == ["1 Introduction", "2 Method", "3 Results", "Acknowledgments", "References"]
+    # an unnumbered paper, without the repeat
     assert found(["Introduction", "Results", "Discussion", "Results", "Methods"]) == [
         "Introduction",
         "Results",
         "Discussion",
         "Methods",
-    ]  # an unnumbered paper, without the repeat
+    ]
 
 
 def test_bookmarks_are_placed_on_their_own_page():
@@ -1388,9 +1379,8 @@ def test_bookmarks_are_placed_on_their_own_page():
         "## 2 Methods\n\nThe methods.\n\n",
         "## 3 Results\n\nR.\n\n",
     ]
-    wrong_page = outline_of(
-        (1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 3)
-    )  # it is on p. 1
+    # it is on p. 1
+    wrong_page = outline_of((1, "1 Introduction", 2), (1, "2 Methods", 2), (1, "3 Results", 3))
     text = am.PaperText.from_pdf(am.PdfText(tuple(pages), 3, wrong_page))
     assert [(s.label, s.start) for s in text.sections][:2] == [
         ("1 Introduction", 0),
@@ -1521,12 +1511,10 @@ def test_overview_budget_holds_for_sixty_top_level_sections():
     assert len(text.sections) == 60
     assert 4_000 < len(overview) <= am._OVERVIEW_LIMIT == 4_500
     rows = [line for line in overview.splitlines() if line.startswith("- **") and " tokens" in line]
-    assert rows and all(
-        row.endswith("tokens)") for row in rows
-    )  # no folding helps a flat list: sentences went
-    assert overview.endswith(
-        'or everything with `section="full"`.]'
-    )  # then the list is cut, saying so
+    # no folding helps a flat list: sentences went
+    assert rows and all(row.endswith("tokens)") for row in rows)
+    # then the list is cut, saying so
+    assert overview.endswith('or everything with `section="full"`.]')
 
 
 def test_section_by_number_title_roman_and_several(env):
@@ -1564,12 +1552,10 @@ def test_unknown_section_lists_the_choices(env):
         '"Acknowledgments", '
         '"References";'
     ) in answer  # from the outline, before any page is converted
-    ambiguous = call(
-        paper="1111.2011v2", section="i"
-    )  # also a prefix of "II", "III", "IV", "Introduction"
-    assert (
-        "## I Introduction" in ambiguous and "## II " not in ambiguous
-    )  # a number before it is a prefix
+    # also a prefix of "II", "III", "IV", "Introduction"
+    ambiguous = call(paper="1111.2011v2", section="i")
+    # a number before it is a prefix
+    assert "## I Introduction" in ambiguous and "## II " not in ambiguous
 
 
 def test_an_exact_title_wins_over_a_longer_title_it_begins():
@@ -1647,9 +1633,8 @@ def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypa
         note,
     ), note
     last_paragraph = shown.rstrip().rsplit("\n\n", 1)[1]
-    assert len(last_paragraph) > 100 and last_paragraph in call(
-        paper="1111.2011v2", section="I"
-    )  # where it fell
+    # where it fell
+    assert len(last_paragraph) > 100 and last_paragraph in call(paper="1111.2011v2", section="I")
     assert last_paragraph not in call(paper="1111.2011v2", section="II")
 
 
@@ -1722,9 +1707,8 @@ def test_find_a_phrase_that_occurs_a_few_times_also_across_a_hyphenated_line_end
 
 
 def test_find_words_and_a_section(env, transport_paper):
-    answer = call(
-        paper=transport_paper, find="bosonization umklapp"
-    )  # both words, anywhere in the passage
+    # both words, anywhere in the passage
+    answer = call(paper=transport_paper, find="bosonization umklapp")
     assert answer.splitlines()[1] == "2 passages match; all shown, best first."
     assert found_passages(answer) == [("I INTRODUCTION", 1), ("I INTRODUCTION", 2)]
     run = call(paper=transport_paper, find="drude weight")  # two words side by side: one bold run
@@ -1773,9 +1757,8 @@ def test_spacing_accents_are_composed_with_their_letters_in_the_raw_and_the_conv
     assert am._spelt("Teˇsanovi´c, Fran¸cois, Kl¨umper, Tesanovic´ and `code` ´") == (
         "Tešanović, François, Klümper, Tesanović and `code` ´"
     )
-    first_page = call(paper="1111.2011v2", section="full").split("## I Introduction")[
-        0
-    ]  # the converted text
+    # the converted text
+    first_page = call(paper="1111.2011v2", section="full").split("## I Introduction")[0]
     assert "Tešanović" in first_page and "ˇ" not in first_page and "´" not in first_page
 
 
@@ -1784,10 +1767,11 @@ def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_
     assert answer.startswith(
         'No passage of this paper matches `qwertyzzz`. Its sections: "I" INTRODUCTION,'
     )
+    # the papers read: this one
     across, alone = (
         call(find="Drude"),
         call(paper=transport_paper, find="Drude"),
-    )  # the papers read: this one
+    )
     count = re.match(r"(\d+) passages", alone.splitlines()[1])[1]
     assert across.startswith(
         f"# `Drude` in the 1 paper read\n{count} passages match, in 1 of the 1 paper read;"
@@ -1795,9 +1779,8 @@ def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_
 
 
 def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
-    raw = am._spelt(
-        "The Dru-\nde weight of the Kl¨umper\nmodel and the ﬁeld"
-    )  # as the raw text layer gives it
+    # as the raw text layer gives it
+    raw = am._spelt("The Dru-\nde weight of the Kl¨umper\nmodel and the ﬁeld")
     passage = am.Passage(3, 0, am._clean_passage(raw))
     assert passage.text == "The Drude weight of the Klümper model and the field"
     for query in ['"drude weight"', "KLUMPER field", '"klumper model"']:
@@ -1846,11 +1829,12 @@ def raw_reference_list(pdf_path):
             ],
         ),
         ("2206.10883v3", 64, None),  # numbered [1]..[64]
+        # author-year (AAS), counted by hand: Boslough ... Werner
         (
             "1707.04066v1",
             26,
             ["1705.08633"],
-        ),  # author-year (AAS), counted by hand: Boslough ... Werner
+        ),
         ("1111.2011v2", 20, []),  # numbered 1..20 without brackets (REVTeX)
     ],
 )
@@ -1904,9 +1888,8 @@ def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_
 
 
 def test_a_shrunk_overview_keeps_the_reference_lists_count():
-    skim = am.skim_pdf(
-        pdf_path("2206.10883v3").read_bytes()
-    )  # 28 sections: subsections fold, sentences shorten
+    # 28 sections: subsections fold, sentences shorten
+    skim = am.skim_pdf(pdf_path("2206.10883v3").read_bytes())
     overview = am.format_overview(am.parse_feed(ATOM_1111).papers[0], skim)
     assert len(overview) <= am._OVERVIEW_LIMIT and "  - **" not in overview
     assert re.search(r"^- \*\*1 Introduction\*\* .*tokens\): \w.{20,}", overview, re.M), (
@@ -2018,9 +2001,8 @@ def paced_conversion(monkeypatch, env, page_once):
         delivered.append(page)
         return page_once(doc, page)
 
-    monkeypatch.setattr(
-        env.library.scheduler.converter, "convert_page", convert
-    )  # this library's only
+    # this library's only
+    monkeypatch.setattr(env.library.scheduler.converter, "convert_page", convert)
     env.teardown.append(lambda: [step.release() for _ in range(1_000)])
     return step, delivered
 
@@ -2137,15 +2119,13 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
     long_read = threading.Thread(target=call, kwargs={"paper": "1111.2011v2", "section": "full"})
     long_read.start()
     states = env.library._states
-    wait_for(
-        lambda: (state := states.get(("1111.2011v2", "auto"))) and state.structured
-    )  # page 1 is converting now
+    # page 1 is converting now
+    wait_for(lambda: (state := states.get(("1111.2011v2", "auto"))) and state.structured)
     answers = []
     overview = threading.Thread(target=lambda: answers.append(call(paper="2203.00274v2")))
     overview.start()
-    wait_for(
-        lambda: (state := states.get(("2203.00274v2", "auto"))) and state.pdf
-    )  # its structure pass is next
+    # its structure pass is next
+    wait_for(lambda: (state := states.get(("2203.00274v2", "auto"))) and state.pdf)
     # page 1 of the long read ends; the new paper's structure pass goes before page 2
     step.release()
     overview.join(10)
@@ -2168,9 +2148,8 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     assert jobs[2][0] < jobs[1][0], "the newest first"
     states[0].read_on.add(4)  # a caller waits for page 4 of the oldest paper
     assert scheduler._job_for(states[0])[0] < jobs[2][0]
-    scheduler.downloading = lambda: (
-        True
-    )  # a caller waits for a download: no background page is begun
+    # a caller waits for a download: no background page is begun
+    scheduler.downloading = lambda: True
     assert scheduler._job_for(states[2]) is None and scheduler._job_for(states[0]) is not None
 
 
@@ -2266,10 +2245,11 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
             "Limit",
         ),
         ("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB"),
+        # no outline: fonts
         (
             "2203.00274v2.pdf",
             "TableFormer: Robust Transformer Modeling for Table-Text Encoding",
-        ),  # no outline: fonts
+        ),
     ],
 )
 def test_the_skim_overview_lists_the_sections_a_read_finds(pdf, title, convert_once):
@@ -2310,9 +2290,8 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
         return page_once(doc, page)
 
     monkeypatch.setattr(env.library.scheduler.converter, "convert_page", slow_convert)
-    monkeypatch.setattr(
-        env.library, "settings", am.Settings(deadline=2)
-    )  # metadata arrives well before
+    # metadata arrives well before
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))
     # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
     monkeypatch.setattr(env.library.limiter, "interval", 0)
     early = call(paper="1111.2011v2", section="full")  # the full text waits for the conversion
@@ -2338,6 +2317,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
 def test_outline_with_appendices_and_unbookmarked_back_matter():
     path = corpus_file("pdf", "2308.08155v2.pdf")
     skim = am.skim_pdf(path.read_bytes())
+    # past page 30: the outline covers every page
     assert [(row.section.level, row.section.label) for row in skim.sections] == [
         (1, "1 Introduction"),
         (1, "2 The AutoGen Framework"),
@@ -2354,7 +2334,7 @@ def test_outline_with_appendices_and_unbookmarked_back_matter():
         (1, "C Default System Message for Assistant Agent"),
         (1, "D Application Details"),
         (1, "E Example outputs from applications"),
-    ]  # past page 30: the outline covers every page
+    ]
     assert ("https://github.com/microsoft/autogen", "the front matter") in skim.links
 
 
@@ -2370,9 +2350,8 @@ def corpus_pdfs() -> list[str]:
 def test_outline_overviews_of_the_corpus_stay_within_budget(name):
     data = corpus_file("pdf", name).read_bytes()
     skim = am.skim_pdf(data)
-    if (
-        skim is None
-    ):  # no usable outline: its overview comes from the conversion (see the benchmark)
+    # no usable outline: its overview comes from the conversion (see the benchmark)
+    if skim is None:
         assert len(am.pdf_outline(data)) < am._MIN_OUTLINE_ENTRIES
         return
     paper = am.parse_feed(ATOM_1111).papers[0]
@@ -2430,16 +2409,14 @@ def test_a_page_that_fails_to_convert_costs_only_that_page(env, monkeypatch, pag
     note = "*[Page 3 could not be converted; its plain text follows.]*"
     assert full.count(note) == 1 and "The full text is unavailable" not in full
     after = full.split(note, 1)[1]
-    assert (
-        "FIG. 1. Schematic depiction" in after[:6_000]
-    )  # page 3's raw text layer, its caption included
+    # page 3's raw text layer, its caption included
+    assert "FIG. 1. Schematic depiction" in after[:6_000]
     assert "## I Introduction" in full and "## V Discussion" in call(
         paper="1111.2011v2", section="V"
     )
     assert "page 3 could not be converted: RuntimeError" in caplog.text
-    assert any(
-        record.exc_info and record.levelname == "DEBUG" for record in caplog.records
-    )  # the traceback
+    # the traceback
+    assert any(record.exc_info and record.levelname == "DEBUG" for record in caplog.records)
     assert "a repair rule's bug" not in call(paper="1111.2011v2")  # nor in any answer
     pages = am.pdf_to_markdown(PDF_1111).pages  # the plain function: the same page in its place
     assert pages[2].startswith(note) and not any(
@@ -2453,25 +2430,22 @@ def test_a_failing_part_of_the_structure_pass_costs_only_that_part(env, monkeypa
     assert "## Sections" in overview and "- **II.A Ordered Phase**" in overview
     assert "Figure 1" not in overview  # the caption list alone is lost
     assert "the captions failed: ZeroDivisionError" in caplog.text
-    found = call(
-        paper="1111.2011v2", find='"Bethe lattice"'
-    )  # find still answers from the passages
+    # find still answers from the passages
+    found = call(paper="1111.2011v2", find='"Bethe lattice"')
     assert re.search(r"^[0-9]+ passages match", found, re.M) and "**Bethe lattice**" in found
 
 
 def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkeypatch):
     attempts = []
 
-    def broken(
-        doc, page, hidden=None
-    ):  # outside the page's own guard: a bug in the scheduler's path
+    # outside the page's own guard: a bug in the scheduler's path
+    def broken(doc, page, hidden=None):
         attempts.append(page)
         raise RuntimeError("bug")
 
     monkeypatch.setattr(env.library.scheduler.converter, "convert_page", broken)
-    monkeypatch.setattr(
-        env.library, "settings", am.Settings(deadline=5)
-    )  # a job retried forever fails, not hangs
+    # a job retried forever fails, not hangs
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=5))
     monkeypatch.setattr(env.library.limiter, "interval", 0)  # the deadline runs on the fake clock
     answer = call(paper="1111.2011v2", section="full")
     assert "The full text is unavailable: The PDF could not be read (an internal error)." in answer
@@ -2545,9 +2519,8 @@ class StuckConverter(QuickConverter):
 def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
     process, key = am.ConverterProcess(HangingConverter, layout=False), ("1111.2011v2", "pdf")
     try:
-        with pytest.raises(
-            am.ArxivError, match="The PDF is corrupt"
-        ):  # told by the process, which goes on
+        # told by the process, which goes on
+        with pytest.raises(am.ArxivError, match="The PDF is corrupt"):
             process.structure(("damaged", "pdf"), b"%PDF-1.4 damaged")
         first = process.process.pid
         assert am._from_record(am.Structure, process.structure(key, PDF_1111)).page_count == 8
@@ -2557,9 +2530,8 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
             in am._from_record(am.PageMarkdown, process.page(key, PDF_1111, 1, None)).markdown
         )
         assert process.process.pid == first and process.holds(key)
-        monkeypatch.setattr(
-            am, "_JOB_LIMIT", 2.0
-        )  # (past the process's start, which takes longer under load)
+        # (past the process's start, which takes longer under load)
+        monkeypatch.setattr(am, "_JOB_LIMIT", 2.0)
         with pytest.raises(am.ArxivError, match="This PDF stopped the converter"):
             process.page(key, None, 2, None)
         assert process.process is None and not process.holds(key), "ended"
@@ -2572,9 +2544,8 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
 
 
 def converter_process(library, make):
-    library.scheduler.converter = am.ConverterProcess(
-        make, layout=False
-    )  # (stand-ins need no layout model)
+    # (stand-ins need no layout model)
+    library.scheduler.converter = am.ConverterProcess(make, layout=False)
     return library.scheduler.converter
 
 
@@ -2626,9 +2597,8 @@ def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page
     paper's conversion is on (here a minute long) holds up no overview."""
     monkeypatch.setenv("STUCK_PAGE", str(tmp_path / "stuck"))
     process = converter_process(html_env.library, StuckConverter)
-    html_env.library.scheduler.structure_converter = am.ConverterProcess(
-        layout=False
-    )  # as the server's
+    # as the server's
+    html_env.library.scheduler.structure_converter = am.ConverterProcess(layout=False)
     html_env.teardown += [process.stop, html_env.library.scheduler.structure_converter.stop]
     monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
     assert "V Discussion" in call(paper="1111.2011v2")
@@ -2688,9 +2658,8 @@ def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
 def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(html_env, tmp_path):
     html_env.feeds["1111.2011v2"] = ATOM_1111
     first = library_with_cache(html_env, tmp_path / "cache")
-    first.settings = am.Settings(
-        max_pages=1, deadline=600
-    )  # one page converted: the restart converts the rest
+    # one page converted: the restart converts the rest
+    first.settings = am.Settings(max_pages=1, deadline=600)
     for paper in ("2203.00274v2", "1111.2011v2"):
         am.read_paper(paper, library=first)
     wait_for(lambda: not first.scheduler.has_work(), what="the first server's work")
@@ -2771,11 +2740,12 @@ NO_ENTRY_FEED = (DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_by
 # list is served before the normal answer.
 OWN_METADATA = "> Metadata from the paper itself: arXiv's API "
 FAULTS = {
+    # a throttle
     "503 then success": (
         "api/query",
         lambda: [http_error(API_URL, 503)],
         OWN_METADATA,
-    ),  # a throttle
+    ),
     "502 then success": ("/pdf/", lambda: [http_error(PDF_URL, 502)], None),
     "429 with Retry-After": (
         "api/query",
@@ -2916,9 +2886,8 @@ def test_unexpected_failures_become_a_message_and_the_next_call_works(env):
     )
     assert call(paper="1111.2011v2").startswith("# arXiv Paper\n\n## Metadata")
     env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
-    assert "## V Discussion" in call(
-        paper="1111.2011", section="V"
-    )  # a cold read: download and conversion
+    # a cold read: download and conversion
+    assert "## V Discussion" in call(paper="1111.2011", section="V")
 
 
 def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
@@ -2969,9 +2938,8 @@ def test_concurrent_reads_share_one_download(env):
 
 
 def test_many_papers_at_once_all_complete(env):
-    ids = ["1111.2011"] + [
-        f"1111.2011v{n}" for n in range(1, 9) if n != 2
-    ]  # as many as may download at once
+    # as many as may download at once
+    ids = ["1111.2011"] + [f"1111.2011v{n}" for n in range(1, 9) if n != 2]
     for arxiv_id in ids:
         env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, PDF_1111
     results = {}
@@ -3217,9 +3185,8 @@ def test_section_selector_never_raises(section):
     if isinstance(request, str):  # a mode word in a list, or "find": the short error says how
         assert len(request) < 200 and "`section`" in request or "`find`" in request
         return
-    if (
-        request.mode is not am.Mode.SECTIONS or not request.sections
-    ):  # the overview, the full text, a figure
+    # the overview, the full text, a figure
+    if request.mode is not am.Mode.SECTIONS or not request.sections:
         return
     answer = am.format_sections(paper, text, request.sections, 50_000)
     if answer.startswith(am.ERROR):  # a short answer that names the choices
@@ -3318,9 +3285,8 @@ def test_server_registers_exactly_one_tool_with_annotations():
         "start",
     ]
     schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
-    assert len(schema) <= 3_958 + 300, len(
-        schema
-    )  # about 1,000 tokens; find across papers (issue 32) added ≤ 300
+    # about 1,000 tokens; find across papers (issue 32) added ≤ 300
+    assert len(schema) <= 3_958 + 300, len(schema)
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
 
@@ -3354,9 +3320,8 @@ def test_the_schema_build_search_and_the_next_page_call_agree_on_the_search_defa
         "arxiv(query='spin chains', categories=['cond-mat.str-el'], submitted_from='2020-01-01', "
         "sort='submitted', order='ascending', max_results=5, start=20)"
     )
-    assert (
-        list(am.SEARCH_PARAMETERS) == list(properties)[3:]
-    )  # the schema lists them in the table's order
+    # the schema lists them in the table's order
+    assert list(am.SEARCH_PARAMETERS) == list(properties)[3:]
 
 
 @pytest.mark.mcp
@@ -3457,9 +3422,8 @@ def test_the_overview_lists_figures_and_tables_within_its_budget(env):
     ]
     paper = am.parse_feed(ATOM_1111).papers[0]
     crowded = am.format_overview(paper, am._overview("Some text.", (), 59, 59), None, many)
-    assert (
-        len(crowded) <= am._OVERVIEW_LIMIT and "Figure 59 (p. 59)" in crowded
-    )  # labels on one line
+    # labels on one line
+    assert len(crowded) <= am._OVERVIEW_LIMIT and "Figure 59 (p. 59)" in crowded
 
 
 @pytest.mark.parametrize(
@@ -3488,9 +3452,8 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
         if r.number == number and r.kind == kind
     )
     width, height = region.bbox[2] - region.bbox[0], region.bbox[3] - region.bbox[1]
-    assert (
-        abs(image.width - (width + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2
-    )  # that region, at 150 dpi
+    # that region, at 150 dpi
+    assert abs(image.width - (width + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2
     assert abs(image.height - (height + 2 * am._REGION_MARGIN) * am._IMAGE_DPI / 72) <= 2
     import pymupdf
 
@@ -3507,9 +3470,8 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
     assert pymupdf.Pixmap(image.data).samples == expected.samples  # the same pixels: its own page
     if kind == "Figure":
         assert "FIG. 1. Schematic depiction" in answer.text and width > 150 and height > 80
-        assert (
-            caption and 0 <= caption[0].y0 - region.bbox[3] < 40
-        )  # the picture right above its caption
+        # the picture right above its caption
+        assert caption and 0 <= caption[0].y0 - region.bbox[3] < 40
     else:
         assert height < 40  # one displayed equation, not a page
 
@@ -3596,9 +3558,8 @@ def test_pdf_to_markdown_gives_the_text_the_server_reads(env, monkeypatch, conve
     monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=100, deadline=600))
     reading = env.library.read(arxiv_id, request=am.FULL)
     assert reading.text.pages_converted == reading.text.page_count == pdf.page_count
-    assert reading.text == am.PaperText.from_pdf(
-        pdf, reading.paper.title
-    )  # the same Markdown and sections
+    # the same Markdown and sections
+    assert reading.text == am.PaperText.from_pdf(pdf, reading.paper.title)
     assert reading.regions == pdf.regions
 
 
@@ -3663,11 +3624,12 @@ def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
     19-25 pt apart, the later ones starting with an operator; one number per equation."""
     boxes = [
         (0, (66, 313, 287, 383), "W soft = − 1 2 ln"),  # unnumbered first rows
+        # 19 pt below, starts with "+": the same equation
         (
             1,
             (54, 402, 313, 518),
             "+ c 4 β 1 − q 2 (2.4)",
-        ),  # 19 pt below, starts with "+": the same equation
+        ),
         (2, (82, 557, 300, 632), "β = 1 − q 2 (2.5)"),  # 39 pt below: the next equation
         (3, (82, 636, 300, 650), "ζ = c 4 (2.6)"),  # right below, but both numbered: two equations
         (4, (330, 660, 563, 680), "+ x"),  # another column
@@ -3679,11 +3641,12 @@ def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
     "section, find, expected",
     [
         (None, None, am.ReadRequest(am.Mode.OVERVIEW)),
+        # the word an agent writes, in any case
         (
             "  OverView ",
             None,
             am.ReadRequest(am.Mode.OVERVIEW),
-        ),  # the word an agent writes, in any case
+        ),
         ("Full", None, am.ReadRequest(am.Mode.FULL)),
         ("bibTeX", None, am.ReadRequest(am.Mode.BIBTEX)),
         ("2.1, Results", None, am.ReadRequest(am.Mode.SECTIONS, ("2.1", "Results"))),
@@ -3700,11 +3663,12 @@ def test_a_read_request_is_parsed_once_into_its_mode(section, find, expected):
 @pytest.mark.parametrize(
     "section, find, message",
     [
+        # the mode word without its argument
         (
             "find",
             None,
             'give `find` its words (find="Drude weight")',
-        ),  # the mode word without its argument
+        ),
         ("full, 2", None, '"full" goes alone in `section`'),
         ("overview", "Drude", "`find` searches the paper or some of its sections"),
     ],
@@ -3725,9 +3689,8 @@ def test_mode_words_win_over_section_titles_and_references_names_the_list_by_its
         "## Bibliography\n\n[1] A. Author, A paper (2020).\n"
     )
     sections = am.find_sections(markdown)
-    assert (
-        am.parse_read("Overview").mode is am.Mode.OVERVIEW
-    )  # a section titled so is read by its number:
+    # a section titled so is read by its number:
+    assert am.parse_read("Overview").mode is am.Mode.OVERVIEW
     assert [s.label for s in am._select_sections(sections, ["2"])] == ["2 Overview"]
     assert [s.label for s in am._select_sections(sections, ["references"])] == ["Bibliography"]
     assert call(paper="1111.2011v2", section="overview") == call(paper="1111.2011v2")
@@ -3993,9 +3956,8 @@ def test_a_figure_that_holds_text_gives_it_after_its_caption_each_panel_after_it
         "| 1 | $a\\succ b$ |\n\n$$f(x)=\\sum_{i}x_{i}$$ (3)\n\n"
         "Each voter ranks the candidates once.\n"
     )
-    assert (
-        "(b)" not in entry.split("Panels:")[1].split("..")[1]
-    )  # a panel of pictures alone: no label, no text
+    # a panel of pictures alone: no label, no text
+    assert "(b)" not in entry.split("Panels:")[1].split("..")[1]
     assert paper.equations == {"3": "$$f(x)=\\sum_{i}x_{i}$$ (3)"}
     assert [(c.kind, c.number) for c in paper.captions] == [("Figure", "1")]
     assert "Each **voter ranks** the candidates" in am.format_find(
@@ -4040,9 +4002,8 @@ def test_the_cells_and_formulas_inside_each_pages_figures_are_in_the_text_after_
         entry = entry[: entry.index("\n\n#")] if "\n\n#" in entry else entry  # to the next heading
         items, found = items + len(contents), found + sum(item in entry for item in contents)
     assert found >= 0.95 * items, f"{found} of {items}"
-    assert (
-        name != "2203.00274" or items == found == 22
-    )  # the one page we hold whose figures hold text
+    # the one page we hold whose figures hold text
+    assert name != "2203.00274" or items == found == 22
 
 
 @pytest.mark.parametrize(
@@ -4127,9 +4088,8 @@ def test_the_reference_list_gives_its_entries_and_the_arxiv_ids_it_cites(html_pa
     numbered = html_papers("2305.03393").text
     body = numbered.body(numbered.sections[-1])
     assert body.count("\n[") == 23 and "\n[9] " in body
-    assert "2105.01848" in am.cited_arxiv_ids(
-        body, "2305.03393"
-    )  # from a link whose text names no id
+    # from a link whose text names no id
+    assert "2105.01848" in am.cited_arxiv_ids(body, "2305.03393")
 
 
 @pytest.mark.parametrize("name", ["2508.08468", "2407.16314"])
@@ -4167,9 +4127,8 @@ def test_no_text_of_arxivs_site_around_the_article_reaches_the_paper(html_papers
         and line not in inside
         and not line.startswith(("{", "(", "function", "var ", "window.", "document."))
     ]
-    assert (
-        site
-    )  # the page has a site around the article (2407.16314 v1's adds most of it by script)
+    # the page has a site around the article (2407.16314 v1's adds most of it by script)
+    assert site
     markdown = html_papers(name).text.markdown
     assert [line for line in site if line in markdown] == []
 
@@ -4280,9 +4239,8 @@ def test_a_paper_with_html_is_read_from_it_with_no_pdf_download(html_env):
     )
     assert "- **2 Preliminaries: Tapas for Table Encoding**" in overview
     assert " pages" not in overview.split("## Sections")[1]
-    assert (
-        "- **Figure 1**: Examples showing" in overview and "(p. " not in overview
-    )  # no pages until the PDF
+    # no pages until the PDF
+    assert "- **Figure 1**: Examples showing" in overview and "(p. " not in overview
     assert "21 entries, 4 with an arXiv id" in overview
     section = call(paper="2203.00274v2", section="2")
     assert r"$$\text{Attn}(H)=\text{softmax}(\frac{QK^{\top}}{\sqrt{d_{K}}})V$$ (2)" in section
@@ -4298,11 +4256,12 @@ def test_a_paper_with_html_is_read_from_it_with_no_pdf_download(html_env):
 def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(html_env):
     call(paper="2203.00274v2")
     answer = am.arxiv_answer(paper="2203.00274v2", section="equation 2")
+    # the PDF, on first use
     assert paths(html_env) == [
         "/html/2203.00274v2",
         "/api/query",
         "/pdf/2203.00274v2",
-    ]  # the PDF, on first use
+    ]
     assert not answer.is_error and len(answer.images) == 1
     assert re.search(
         r"\*\*Equation \(2\)\*\* \(p\. 3, section \"2 Preliminaries: Tapas for Table Encoding\"; "
@@ -4341,16 +4300,14 @@ def test_a_paper_read_from_html_whose_pdf_fails_still_gives_the_equations_latex(
 @pytest.mark.parametrize(
     "spoil",
     [
-        lambda page: (
-            b"<html><body><h1>No HTML for '2203.00274v2'</h1></body></html>"
-        ),  # answered with a 200
+        # answered with a 200
+        lambda page: b"<html><body><h1>No HTML for '2203.00274v2'</h1></body></html>",
         lambda page: page[: len(page) // 3],  # cut short
         lambda page: page.replace(
             b'class="ltx_p">', b'class="ltx_p"><span class="ltx_ERROR">\\AND</span>'
         ),
-        lambda page: page.replace(
-            b"<head>", b'<head><base href="/html/2203.00274v1/">'
-        ),  # another version
+        # another version
+        lambda page: page.replace(b"<head>", b'<head><base href="/html/2203.00274v1/">'),
         lambda page: b"Rate exceeded.",
     ],
 )
@@ -4445,10 +4402,11 @@ def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path
     finally:
         server.shutdown()
     assert out.stdout.split() == ["False", "False"], out.stderr
+    # four reads: one page of HTML, one metadata request
     assert asked == [
         "/html/2203.00274v2",
         "/api/query",
-    ]  # four reads: one page of HTML, one metadata request
+    ]
 
 
 # Metadata from search (issue 23): what a search returned is not asked again
@@ -4459,9 +4417,8 @@ def test_a_paper_a_search_listed_is_read_with_no_metadata_request(env):
     assert "1111.2011v2" in call(query="quantum criticality")
     overview = call(paper="1111.2011v2")
     assert "## Sections" in overview and "Quantum Criticality for Extended Nodes" in overview
-    assert "V Discussion" in call(
-        paper="1111.2011", section="V"
-    )  # the search's latest version: the same read
+    # the search's latest version: the same read
+    assert "V Discussion" in call(paper="1111.2011", section="V")
     assert "@misc{" in call(paper="1111.2011v2", section="bibtex")
     assert [urllib.parse.urlsplit(u).path for u in env.urls] == [
         "/api/query",
@@ -4519,14 +4476,12 @@ def test_the_cache_folder_is_where_each_platform_keeps_caches():
 
 def test_the_disk_cache_serves_whole_files_only_and_forgets_the_least_recently_used(tmp_path):
     now = [1000.0]
-    cache = am.DiskCache(
-        str(tmp_path / "c"), max_bytes=3_500, clock=lambda: now[0]
-    )  # three 1 kB files fit
+    # three 1 kB files fit
+    cache = am.DiskCache(str(tmp_path / "c"), max_bytes=3_500, clock=lambda: now[0])
     cache.put("pdf", "hep-th/9711200v1", b"%PDF-1" * 100)
     assert cache.get("pdf", "hep-th/9711200v1") == b"%PDF-1" * 100
-    assert [p.name for p in (tmp_path / "c" / "pdf").iterdir()] == [
-        "hep-th%2F9711200v1"
-    ]  # one file, no folder
+    # one file, no folder
+    assert [p.name for p in (tmp_path / "c" / "pdf").iterdir()] == ["hep-th%2F9711200v1"]
     assert (tmp_path / "c").stat().st_mode & 0o077 == 0, "owner-only"
     path = tmp_path / "c" / "pdf" / "hep-th%2F9711200v1"
     for damage in (
@@ -4598,9 +4553,8 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     first = library_with_cache(html_env, tmp_path / "cache")
     for paper in ("2203.00274v2", "1111.2011v2"):  # one read from its HTML, one from its PDF
         assert "## Sections" in am.read_paper(paper, library=first)
-    assert "V Discussion" in am.read_paper(
-        "1111.2011v2", "full", library=first
-    )  # every page converted
+    # every page converted
+    assert "V Discussion" in am.read_paper("1111.2011v2", "full", library=first)
     asked = len(html_env.urls)
     assert asked == 5  # the HTML and metadata; arXiv's "No HTML", the PDF and the metadata
     again = library_with_cache(html_env, tmp_path / "cache")
@@ -4748,12 +4702,10 @@ def test_galores_listings_are_every_line_in_order_in_clean_blocks():
     page = html_page("2403.03507")
     paper = am.parse_html(page)
     blocks = fenced_blocks(paper.text.markdown)
-    innermost = (
-        len(re.findall(r'class="ltx_listingline"', page)) - 1
-    )  # one line of the outer listing holds the rest
-    assert (
-        len(blocks) == 2 and sum(map(len, blocks)) == innermost - 1
-    )  # but the blank last line of Algorithm 1
+    # one line of the outer listing holds the rest
+    innermost = len(re.findall(r'class="ltx_listingline"', page)) - 1
+    # but the blank last line of Algorithm 1
+    assert len(blocks) == 2 and sum(map(len, blocks)) == innermost - 1
     assert blocks[0] == [
         "for weight in model.parameters():",
         "grad = weight.grad",
@@ -4970,9 +4922,8 @@ def test_one_scale_keeps_a_short_papers_better_passage_in_view():
     """A long paper's twenty long paragraphs that mention the term once each, and a short paper's
     one short paragraph about it: the short paper's passage ranks first, where counting matches
     alone would tie it."""
-    filler = " ".join(
-        ["the measurement of the signal is reported in the appendix"] * 14
-    )  # past one window
+    # past one window
+    filler = " ".join(["the measurement of the signal is reported in the appendix"] * 14)
     long = am.Findable(
         "2101.00001v1",
         "Long",
@@ -5117,9 +5068,8 @@ def test_the_windows_branch_locks_the_files_first_byte_and_waits_while_it_is_hel
     def locking(descriptor, mode, size):
         calls.append((os.lseek(descriptor, 0, os.SEEK_CUR), mode, size))
         if mode == 2 and held:
-            raise PermissionError(
-                13, "Permission denied"
-            )  # what msvcrt raises for a region locked elsewhere
+            # what msvcrt raises for a region locked elsewhere
+            raise PermissionError(13, "Permission denied")
 
     monkeypatch.setitem(
         sys.modules, "msvcrt", types.SimpleNamespace(LK_NBLCK=2, LK_UNLCK=0, locking=locking)
@@ -5127,15 +5077,13 @@ def test_the_windows_branch_locks_the_files_first_byte_and_waits_while_it_is_hel
     monkeypatch.setattr(sys, "platform", "win32")
     spec = importlib.util.spec_from_file_location("arxiv_mcp_on_windows", HERE / "arxiv_mcp.py")
     windows = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(
-        sys.modules, spec.name, windows
-    )  # its dataclasses look their module up there
+    # its dataclasses look their module up there
+    monkeypatch.setitem(sys.modules, spec.name, windows)
     spec.loader.exec_module(windows)
     path = str(tmp_path / "turns.json")
     descriptor = windows._lock_file(path, 0.0, time.monotonic)
-    os.write(
-        descriptor, b"{}"
-    )  # the turns are read and written through it: the lock is on byte 0 all along
+    # the turns are read and written through it: the lock is on byte 0 all along
+    os.write(descriptor, b"{}")
     windows._unlock_file(descriptor)
     assert calls == [(0, 2, 1), (0, 0, 1)]
     held.append(True)
@@ -5584,33 +5532,38 @@ ATOM_1111_PAPER = am.parse_feed(ATOM_1111).papers[0]
 # category).
 FRONT_PAGES = [
     ("1111.2011v2.pdf", ATOM_1111_PAPER.title, ATOM_1111_PAPER.primary_category),  # REVTeX (PRB)
+    # ACL
     (
         "2203.00274v2.pdf",
         "TableFormer: Robust Transformer Modeling for Table-Text Encoding",
         "cs.CL",
-    ),  # ACL
+    ),
+    # ACM
     (
         "2302.07302v1.pdf",
         "CiteSee: Augmenting Citations in Scientific Papers with Persistent and Personalized "
         "Historical Context",
         "cs.HC",
-    ),  # ACM
+    ),
+    # AAS
     (
         "1707.04066v1.pdf",
         "The size distribution of Near Earth Objects larger than 10 meters",
         "astro-ph.EP",
-    ),  # AAS
+    ),
+    # ATLAS: SOURCES.md gives the title's start
     (
         "2502.21088v1.pdf",
         "Measurement of double-differential charged-current Drell-Yan cross-sections at high "
         "transverse masses",
         "hep-ex",
-    ),  # ATLAS: SOURCES.md gives the title's start
+    ),
+    # a legacy id, and a document title that is the stamp
     (
         "cond-mat_0208282v2.pdf",
         "Thermal conductivity of anisotropic and frustrated spin-1/2 chains",
         "cond-mat.str-el",
-    ),  # a legacy id, and a document title that is the stamp
+    ),
 ]
 
 
@@ -5687,9 +5640,8 @@ def test_metadata_from_the_html_names_the_authors_and_not_their_affiliations(
 ):
     front = am.parse_html(html_page(name), f"{name}{version or 'v1'}" if version else name).front
     assert (front.title, front.authors) == (title, authors)
-    assert front.arxiv_id == (
-        f"{name}{version}" if version else ""
-    )  # ar5iv's pages name no version
+    # ar5iv's pages name no version
+    assert front.arxiv_id == (f"{name}{version}" if version else "")
     assert (
         len(front.abstract) > 400
         and "[^" not in front.abstract
@@ -5722,13 +5674,11 @@ def test_while_the_api_throttles_papers_are_read_with_their_own_metadata(html_en
     assert searched.startswith(am.ERROR) and "limiting requests right now" in searched
     assert "not your doing" in searched and "Reading papers by id still works" in searched
     assert html_env.clock() == started  # at once: it waited for nothing
-    assert (
-        api_requests(html_env) == 1
-    )  # the first throttle; none while the API cools down: no volley per call
+    # the first throttle; none while the API cools down: no volley per call
+    assert api_requests(html_env) == 1
     html_env.clock.sleep(am._FIRST_COOL_DOWN)
-    call(
-        paper="1111.2011v2"
-    )  # the cool-down ended: asked again, in the background, and throttled again
+    # the cool-down ended: asked again, in the background, and throttled again
+    call(paper="1111.2011v2")
     wait_for(lambda: api_requests(html_env) == 2, what="the second API request")
     wait_for(
         lambda: html_env.library.limiter.cooling("export.arxiv.org/api") == 6.0,
@@ -5738,9 +5688,8 @@ def test_while_the_api_throttles_papers_are_read_with_their_own_metadata(html_en
 
 
 def test_a_rate_exceeded_answer_then_a_good_feed(env):
-    env.script["api/query"] = [
-        FakeResponse(RATE_EXCEEDED, API_URL, "text/plain")
-    ]  # arXiv's 200 throttle
+    # arXiv's 200 throttle
+    env.script["api/query"] = [FakeResponse(RATE_EXCEEDED, API_URL, "text/plain")]
     first = call(paper="1111.2011v2")
     assert "Metadata from the paper itself: arXiv's API is limiting requests." in first
     assert "## Sections\n8 pages" in first
@@ -5766,9 +5715,8 @@ def test_bibtex_while_the_api_throttles(html_env):
         "author = {Jingfeng Yang and Aditya Gupta" in entry
         and "title = {{TableFormer: Robust" in entry
     )
-    assert (
-        "year =" not in entry and "primaryClass" not in entry
-    )  # ar5iv's page gives neither: none made up
+    # ar5iv's page gives neither: none made up
+    assert "year =" not in entry and "primaryClass" not in entry
     assert "Metadata from the paper itself" in entry
     refused = call(paper="1111.2011v2", section="bibtex")
     assert refused.startswith(am.ERROR) and "authors" in refused and "limiting requests" in refused
@@ -5963,9 +5911,8 @@ def test_each_hidden_form_in_a_pdf_is_found_and_left_out_and_the_look_alikes_sta
         structure = am.read_structure(doc)
         with am._PDF_LOCK:
             page = am.convert_page(doc, 1).markdown
-            assert (
-                am.convert_page(doc, 1, structure.hidden_on(1)).markdown == page
-            )  # found here or by the pass
+            # found here or by the pass
+            assert am.convert_page(doc, 1, structure.hidden_on(1)).markdown == page
     found = {
         line: passage.how for passage in structure.hidden for line in passage.text.splitlines()
     }
@@ -5977,12 +5924,10 @@ def test_each_hidden_form_in_a_pdf_is_found_and_left_out_and_the_look_alikes_sta
         assert not any(form.split(":")[1].strip(" .") in text for form in HIDDEN_FORMS)
         assert all(look_alike.rstrip(".") in " ".join(text.split()) for look_alike in LOOK_ALIKES)
     assert am._HIDDEN_MARK in page and am._HIDDEN_MARK not in raw
-    assert (
-        "hire the authors" not in page + raw
-    )  # outside the page's visible box: clipped away, never read
-    assert (
-        "The visible body text" in page.split(am._HIDDEN_MARK)[0]
-    )  # the mark stands where the text was
+    # outside the page's visible box: clipped away, never read
+    assert "hire the authors" not in page + raw
+    # the mark stands where the text was
+    assert "The visible body text" in page.split(am._HIDDEN_MARK)[0]
     assert "Reading it costs" in am.pdf_to_markdown(hidden_forms_pdf()).markdown
     assert am._HIDDEN_MARK in am.pdf_to_markdown(hidden_forms_pdf()).markdown
 
@@ -6062,22 +6007,25 @@ def test_each_hidden_style_in_arxivs_html_is_found_and_left_out(style, how):
 @pytest.mark.parametrize(
     "around, inner",
     [
+        # white on a black row (0.8.x)
         (
             '<table class="ltx_tabular"><tr class="ltx_tr" style="background-color:#000000;"><td '
             'class="ltx_td">{}</td>'
             "</tr></table>",
             "color:#FFFFFF;",
-        ),  # white on a black row (0.8.x)
+        ),
+        # a box
         (
             '<span class="ltx_framed" style="--ltx-bg-color:#1A1A80;">{}</span>',
             "--ltx-fg-color:#FFFFFF;",
-        ),  # a box
+        ),
         ('<p class="ltx_p">{}</p>', "color:#808080;"),  # grey
         ('<p class="ltx_p">{}</p>', "font-size:50%;"),  # \tiny
+        # its own background
         (
             '<p class="ltx_p">{}</p>',
             "color:#FFFFFF;background-color:#2E2E2E;",
-        ),  # its own background
+        ),
     ],
 )
 def test_html_look_alikes_stay_in_the_text(around, inner):
@@ -6123,13 +6071,11 @@ def test_the_warning_quotes_each_passage_capped_and_says_what_was_cut():
     assert "[300 of 1,000 characters shown]" in warning
     quoted = re.findall(r': "([^"]*)"', warning)
     assert all(len(quote) <= 300 for quote in quoted) and sum(map(len, quoted)) <= 1_500
-    assert (
-        "[0 of 502 characters shown]" in warning
-    )  # past the whole cap a passage is named, not quoted
+    # past the whole cap a passage is named, not quoted
+    assert "[0 of 502 characters shown]" in warning
     assert am.hidden_warning([]) == ""
-    unquoted = am.hidden_warning(
-        hidden, sections, quoted=False
-    )  # a text of the paper's: none of their words
+    # a text of the paper's: none of their words
+    unquoted = am.hidden_warning(hidden, sections, quoted=False)
     assert (
         '> 1. in "1 Introduction", p. 1, white\n' in unquoted
         and '> 7. in "2 Method", p. 5, invisible\n' in unquoted
@@ -6269,9 +6215,8 @@ def test_captions_and_subsections_give_way_before_the_top_level_sentences():
     assert len(overview) <= am._OVERVIEW_LIMIT  # past the target: sentences go only past the limit
     assert all(f"Section {n} is about its own topic" in overview for n in range(1, 11))
     assert "A subsection's sentence" not in overview  # gone before the captions shortened
-    assert (
-        "- **Figure 1**" not in overview and "Figure 20 (p. 20)" in overview
-    )  # labels, before any sentence
+    # labels, before any sentence
+    assert "- **Figure 1**" not in overview and "Figure 20 (p. 20)" in overview
 
 
 def test_a_sixty_section_appendix_is_folded_into_its_row():
@@ -6369,9 +6314,8 @@ def test_tableformers_overviews_list_its_subsections(html_papers):
         overviews["PDF"] = am.read_structure(doc).skim
     for source, overview in overviews.items():
         text = am.format_overview(am.own_paper("2203.00274v2", html.front, ""), overview)
-        assert all(row.section.label in text for row in overview.sections), (
-            source
-        )  # rows, or titles in their parent's
+        # rows, or titles in their parent's
+        assert all(row.section.label in text for row in overview.sections), source
         assert len(text) <= am._OVERVIEW_TARGET and "subsections" not in text
 
 
@@ -6440,9 +6384,10 @@ def transformer_page() -> str:
 
 def test_the_transformers_overview_lists_its_subsections_and_outline_lists_every_heading(env):
     env.htmls["1706.03762v7"] = transformer_page().encode()
+    # too long
     abstract = (
         "The dominant sequence transduction models are based on complex recurrent networks. " * 20
-    )  # too long
+    )
     # for every heading to keep a row of its own: the subsections' rows give way to titles
     env.feeds["1706.03762v7"] = (
         ATOM_ENTRY.format(id="1706.03762v7").replace("Abstract of 1706.03762v7.", abstract).encode()
@@ -6471,9 +6416,8 @@ def test_the_transformers_overview_lists_its_subsections_and_outline_lists_every
     assert len(outline) <= am._OVERVIEW_LIMIT and "Read a section" not in outline
     within = call(paper="1706.03762v7", section="outline 3.2")
     assert re.findall(r"\*\*([0-9.]+) ", within) == ["3.2", "3.2.1", "3.2.2", "3.2.3"]
-    assert (
-        "- **3.2.1 Scaled Dot-Product Attention** (" in within and "weighs queries" in within
-    )  # with sentences
+    # with sentences
+    assert "- **3.2.1 Scaled Dot-Product Attention** (" in within and "weighs queries" in within
     several = call(paper="1706.03762v7", section="Outline 5, 7")
     assert re.findall(r"\*\*([0-9.]+) ", several) == ["5", "5.1", "5.2", "5.3", "5.4", "7"]
     unknown = call(paper="1706.03762v7", section="outline 9")
@@ -6550,11 +6494,12 @@ def test_the_outline_is_asked_for_with_the_sections_it_covers(section, request_)
             "In this section, we discuss TaPas, which serves as the backbone of recent table-text "
             "encoding architectures.",
         ),
+        # an empty parent takes its child's
         (
             "## 4 Method\n### 4.1 Encoder\nThe encoder reads each table cell with its row and "
             "column.",
             "The encoder reads each table cell with its row and column.",
-        ),  # an empty parent takes its child's
+        ),
         (
             # the raw text layer
             "4 Method\n4.1 Encoder\nThe encoder reads each table cell with its row and column.",
@@ -6578,10 +6523,11 @@ def test_affiliation_footnotes_are_no_headings():
         section.label
         for section in am.pdf_outline(corpus_file("pdf", "1503.07589v1.pdf").read_bytes())
     ]
+    # a letter: no "Z Also at Wigner Research Centre …"
     assert labels == [
         "Acknowledgments",
         "References",
-    ]  # a letter: no "Z Also at Wigner Research Centre …"
+    ]
     assert not am._looks_like_heading("D Also at State Key Laboratory of Particle Detection")
     assert am._looks_like_heading("D Additional material")
 
@@ -6590,9 +6536,8 @@ def test_affiliation_footnotes_are_no_headings():
 def test_every_overview_of_the_corpus_and_the_shared_pages_routes_within_budget(
     monkeypatch, convert_once
 ):
-    monkeypatch.setattr(
-        am, "pdf_to_markdown", convert_once
-    )  # the papers without an outline: converted once
+    # the papers without an outline: converted once
+    monkeypatch.setattr(am, "pdf_to_markdown", convert_once)
     pdfs = {
         path.stem.replace("_", "/"): path.read_bytes()
         for path in sorted(corpus_file("pdf").glob("*.pdf"))
