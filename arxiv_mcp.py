@@ -4554,30 +4554,30 @@ class VisualRequest:
 _LIST_REQUESTS = frozenset({"figures", "tables", "equations", "figures and tables"})
 
 
-class Mode(enum.Enum):
-    """What a read answers."""
+class Needs(enum.Enum):
+    """What a read mode's answer needs of a paper: it decides the pages converted for it."""
 
-    OVERVIEW = "overview"  # metadata, abstract, the section list with sizes, figures and tables
-    FULL = "full"  # the whole text, capped
-    SECTIONS = "sections"  # the named sections, and figures, tables and equations as images
-    FIND = "find"  # the passages that hold some words
-    BIBTEX = "bibtex"  # a citation, from the metadata alone
-    HIDDEN = "hidden"  # every passage of the paper that a reader cannot see, in full
-    # every heading at every level with its size, of the paper or of the named sections
-    OUTLINE = "outline"
+    METADATA = "metadata"  # the API's metadata alone (the paper is read when the API cannot answer)
+    PASSAGES = "passages"  # the raw text's passages with the outline's sections: no page converted
+    OUTLINE = "outline"  # the section list: a PDF's structure pass (without an outline, the text)
+    TEXT = "text"  # the full text: its first ARXIV_MAX_PAGES pages converted
+    SECTIONS = "sections"  # the named sections' pages, and those of the figures, tables, equations
 
 
-# The words of `section` that name a mode rather than a section, in any case: they win over a
-# section of that title ("Overview" is then read by its number).  "references" and "figures" are
-# sections of their own kind.
-_MODE_WORDS = {
-    "": Mode.OVERVIEW,
-    "overview": Mode.OVERVIEW,
-    "full": Mode.FULL,
-    "bibtex": Mode.BIBTEX,
-    "hidden": Mode.HIDDEN,
-    "outline": Mode.OUTLINE,
-}
+@dataclass(frozen=True)
+class ReadMode:
+    """One way of reading a paper, declared once in ``READ_MODES``: the words of `section` that ask
+    for it (in any case; "" is `section` omitted), whether sections may follow the word ("outline
+    3"), what its answer needs, and the function that answers it.  The words win over a section of
+    that title ("Overview" is then read by its number)."""
+
+    name: str
+    words: tuple[str, ...]
+    needs: Needs
+    answer: Callable[["ReadCall"], "Answer"]
+    within: bool = False  # the word may be followed by the sections it covers: "outline 3, C"
+
+
 # a selector that names the reference list, whatever its title (``_select_sections``)
 REFERENCES = "references"
 
@@ -4586,53 +4586,50 @@ REFERENCES = "references"
 class ReadRequest:
     """One read, parsed once at the tool's edge (``parse_read``); the library and the answers
     dispatch on ``mode``.  ``sections`` are the selectors of the sections to read (to search, with
-    FIND), in order;
-    ``visuals`` the figures, tables and equations to show; ``words`` what FIND looks for."""
+    "find"), in order; ``visuals`` the figures, tables and equations to show; ``words`` what "find"
+    looks for."""
 
-    mode: Mode
+    mode: ReadMode
     sections: tuple[str, ...] = ()
     visuals: tuple[VisualRequest, ...] = ()
     words: str = ""
 
 
-OVERVIEW, FULL = ReadRequest(Mode.OVERVIEW), ReadRequest(Mode.FULL)
-
-
 def parse_read(section: str | None = None, find: str | None = None) -> ReadRequest | str:
     """The request that the tool's ``section`` and ``find`` make, or an error message.
 
-    ``section`` is empty or "overview" (any case), "full", "bibtex", "hidden", "outline" (with the
-    sections whose headings to list: "outline 3, C"), or a comma-separated list of
-    section numbers and titles ("references" for the reference list), figures, tables and equations
-    ("figure 3", "table I", "eq. (5)"; "figures" lists them), recognised first so that "2, figure 3"
-    reads section 2 and figure 3.  With ``find``, ``section`` names the sections to search in."""
+    ``section`` is empty or a mode's word (``READ_MODES``: "overview", "full", "bibtex", "hidden",
+    "outline" with the sections whose headings to list: "outline 3, C"), or a comma-separated list
+    of section numbers and titles ("references" for the reference list), figures, tables and
+    equations ("figure 3", "table I", "eq. (5)"; "figures" lists them), recognised first so that
+    "2, figure 3" reads section 2 and figure 3.  With ``find``, ``section`` names the sections to
+    search in."""
     choice, words = (section or "").strip(), (find or "").strip()
     parts = [part for part in (p.strip() for p in choice.split(",")) if part]
     if "find" in (part.lower() for part in parts):
         return (
-            'To find passages give `find` its words (find="Drude weight"); `section` then '
-            "names where to look."
+            'To find passages give `find` its words (find="Drude weight"); `section` then names '
+            "where to look."
         )
-    if len(parts) > 1 and (alone := next((p for p in parts if p.lower() in _MODE_WORDS), None)):
+    if len(parts) > 1 and (alone := next((p for p in parts if _mode_of(p)), None)):
         return (
             f'"{alone}" goes alone in `section`; with others, give section numbers, titles or '
             "figures."
         )
     head, _, within = choice.partition(" ")
-    if head.lower() == Mode.OUTLINE.value and not words:
+    if (mode := _mode_of(head)) and mode.within and not words:
         return ReadRequest(
-            Mode.OUTLINE, tuple(part for part in (p.strip() for p in within.split(",")) if part)
+            mode, tuple(part for part in (p.strip() for p in within.split(",")) if part)
         )
-    mode = _MODE_WORDS.get(choice.lower(), Mode.SECTIONS)
+    mode = _mode_of(choice) or READ_MODES["sections"]
     if words:
-        if mode is not Mode.SECTIONS and choice:
+        if mode.name != "sections" and choice:
             return (
                 f'`find` searches the paper or some of its sections, not "{choice[:_ECHOED]}": '
-                "omit `section` "
-                "or name sections."
+                "omit `section` or name sections."
             )
-        return ReadRequest(Mode.FIND, tuple(parts), words=words)
-    if mode is not Mode.SECTIONS:
+        return ReadRequest(READ_MODES["find"], tuple(parts), words=words)
+    if mode.name != "sections":
         return ReadRequest(mode)
     visuals, sections = [], []
     for part in parts:
@@ -4642,7 +4639,12 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
             visuals.append(VisualRequest(_VISUAL_KINDS[m["kind"][0].lower()], m["number"]))
         else:
             sections.append(part)
-    return ReadRequest(Mode.SECTIONS, tuple(sections), tuple(dict.fromkeys(visuals)))
+    return ReadRequest(READ_MODES["sections"], tuple(sections), tuple(dict.fromkeys(visuals)))
+
+
+def _mode_of(word: str) -> ReadMode | None:
+    """The read mode that a word of `section` names (in any case), or None."""
+    return next((mode for mode in READ_MODES.values() if word.lower() in mode.words), None)
 
 
 # ---------------------------------------------------------------------------
@@ -7019,7 +7021,7 @@ class PaperLibrary:
         arxiv_id: str,
         deadline: float | None = None,
         on_progress: Progress | None = None,
-        request: ReadRequest = FULL,
+        request: ReadRequest | None = None,
         source: str | None = None,
     ) -> Reading:
         """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section
@@ -7031,9 +7033,10 @@ class PaperLibrary:
         ``on_progress`` hears the steps of the read (download, pages converted).
         When ``deadline`` (a limiter-clock time) passes first, this returns what is
         known with a note, or raises ArxivError if the metadata has not arrived;
-        the read goes on.  A paper that is not cached while ``_MAX_COLD_READS``
-        others download is refused at once (ArxivError: the server is busy).
+        the read goes on.  Without ``request``: the full text.  A paper that is not cached while
+        ``_MAX_COLD_READS`` others download is refused at once (ArxivError: the server is busy).
         """
+        request = request or FULL
         changed = self.scheduler.changed
         # The deadline is a limiter-clock time; waits are in real time.
         until = (
@@ -7369,16 +7372,16 @@ class PaperLibrary:
     def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
         """The pages that ``request``'s text needs (with ``changed`` held): none for passages,
         figures alone or the outline's overview; the full text's without an outline."""
-        full = set(state.full_pages(self.settings.max_pages))
+        full, needs = set(state.full_pages(self.settings.max_pages)), request.mode.needs
         if (
-            request.mode in (Mode.FIND, Mode.BIBTEX, Mode.HIDDEN)
-            or request.mode is Mode.SECTIONS
+            needs in (Needs.METADATA, Needs.PASSAGES)
+            or needs is Needs.SECTIONS
             and not request.sections
         ):
             return set()
-        if request.mode is Mode.FULL or state.structure.skim is None:
+        if needs is Needs.TEXT or state.structure.skim is None:
             return full
-        if request.mode in (Mode.OVERVIEW, Mode.OUTLINE):
+        if needs is Needs.OUTLINE:
             return set()
         outline = [row.section for row in state.structure.skim.sections]
         chosen = _select_sections(outline, request.sections)
@@ -7434,24 +7437,19 @@ class PaperLibrary:
             return Reading(paper, None, str(state.text_error), state.text_error.transient)
         if (visuals := self._with_pdf(state, request, Reading(paper, None))) is None:
             return None
-        mode = request.mode
-        # the raw text answers them, with the outline's sections
-        if mode in (
-            Mode.FIND,
-            Mode.HIDDEN,
-        ):
+        needs = request.mode.needs
+        if needs in (Needs.METADATA, Needs.PASSAGES):  # the raw text, with the outline's sections
             return dataclasses.replace(
                 visuals, overview=state.structure.skim, passages=state.structure.passages
             )
-        # figures, tables and equations: their pages are converted
-        if mode is Mode.SECTIONS and not request.sections:
+        if needs is Needs.SECTIONS and not request.sections:  # figures, tables and equations alone
             return dataclasses.replace(visuals, overview=state.structure.skim)
-        if mode is Mode.FULL or state.structure.skim is None:
+        if needs is Needs.TEXT or state.structure.skim is None:
             text = self._text(state, full=True)
-            overview = overview_of(text) if mode in (Mode.OVERVIEW, Mode.OUTLINE) else None
+            overview = overview_of(text) if needs is Needs.OUTLINE else None
             return dataclasses.replace(visuals, text=text, overview=overview)
         text = self._text(state, full=False)
-        if mode in (Mode.OVERVIEW, Mode.OUTLINE):
+        if needs is Needs.OUTLINE:
             return dataclasses.replace(
                 visuals, text=text, overview=state.structure.skim.refined(text)
             )
@@ -7723,66 +7721,94 @@ def read_answer(
         return Answer(
             f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
             "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a "
-            "paper, "
-            "use `query`."
+            "paper, use `query`."
         )
     request = parse_read(section, find)
     if isinstance(request, str):
         return Answer(f"{ERROR} {request}")
     deadline = _deadline(library.settings, library.limiter)
-    if request.mode is Mode.BIBTEX:
-        return Answer(_bibtex_answer(library, arxiv_id, deadline, request))
-    reading = library.read(arxiv_id, deadline, on_progress, request)
-    if request.mode in (Mode.FIND, Mode.HIDDEN) and reading.text_error:
-        return Answer(
-            f"{ERROR} The text of arXiv:{reading.paper.arxiv_id} is unavailable: "
-            f"{reading.text_error}"
-        )
-    if request.mode is Mode.FIND:
-        return Answer(
-            format_find(
-                reading.paper, reading.passages, request.words, reading.overview, request.sections
-            )
-        )
-    if request.mode is Mode.OVERVIEW:
-        return Answer(
-            format_overview(
-                reading.paper,
-                reading.overview,
-                reading.text_error,
-                reading.captions,
-                reading.hidden,
-            )
-        )
-    if request.mode is Mode.OUTLINE:
-        return Answer(
-            format_outline(
-                reading.paper,
-                reading.overview,
-                reading.text_error,
-                request.sections,
-                library.settings.max_chars,
-            )
-        )
-    if request.mode is Mode.HIDDEN:
-        rows = reading.overview.sections if reading.overview else ()
-        return Answer(format_hidden(reading.paper, reading.hidden, [row.section for row in rows]))
+    call = ReadCall(
+        library=library,
+        arxiv_id=arxiv_id,
+        request=request,
+        deadline=deadline,
+        on_progress=on_progress,
+    )
+    return request.mode.answer(call)
+
+
+@dataclass(frozen=True)
+class ReadCall:
+    """One read as ``read_answer`` makes it, handed to its mode's answer function."""
+
+    library: PaperLibrary
+    arxiv_id: str
+    request: ReadRequest
+    deadline: float
+    on_progress: Progress | None = None
+
+    def reading(self) -> Reading:
+        """The paper with what the request needs (``PaperLibrary.read``)."""
+        return self.library.read(self.arxiv_id, self.deadline, self.on_progress, self.request)
+
+
+def answer_overview(call: ReadCall) -> Answer:
+    """Metadata, abstract, the section list and the figures and tables (``format_overview``)."""
+    r = call.reading()
+    return Answer(format_overview(r.paper, r.overview, r.text_error, r.captions, r.hidden))
+
+
+def answer_outline(call: ReadCall) -> Answer:
+    """Every heading, of the paper or of the named sections (``format_outline``)."""
+    r = call.reading()
+    settings = call.library.settings
+    return Answer(
+        format_outline(r.paper, r.overview, r.text_error, call.request.sections, settings.max_chars)
+    )
+
+
+def answer_full(call: ReadCall) -> Answer:
+    """The whole text, capped (``format_full``)."""
+    return _full(call.reading(), call.library.settings)
+
+
+def _full(reading: Reading, settings: Settings) -> Answer:
+    r = reading
+    return Answer(format_full(r.paper, r.text, r.text_error, settings.max_chars, r.hidden))
+
+
+def answer_find(call: ReadCall) -> Answer:
+    """The passages that hold the words (``format_find``), or why the text cannot be searched."""
+    r = call.reading()
+    if r.text_error:
+        return _text_unavailable(r)
+    return Answer(
+        format_find(r.paper, r.passages, call.request.words, r.overview, call.request.sections)
+    )
+
+
+def answer_hidden(call: ReadCall) -> Answer:
+    """Every passage a reader cannot see, in full (``format_hidden``)."""
+    r = call.reading()
+    if r.text_error:
+        return _text_unavailable(r)
+    rows = r.overview.sections if r.overview else ()
+    return Answer(format_hidden(r.paper, r.hidden, [row.section for row in rows]))
+
+
+def _text_unavailable(reading: Reading) -> Answer:
+    return Answer(
+        f"{ERROR} The text of arXiv:{reading.paper.arxiv_id} is unavailable: {reading.text_error}"
+    )
+
+
+def answer_sections(call: ReadCall) -> Answer:
+    """The named sections, then the figures, tables and equations as images (``format_sections``,
+    ``format_visuals``); without the text, the full document's answer with why."""
+    reading, request, settings = call.reading(), call.request, call.library.settings
     sections = request.sections
-    if (
-        request.mode is Mode.FULL
-        or reading.text_error is not None
-        or sections
-        and reading.text is None
-    ):
-        return Answer(
-            format_full(
-                reading.paper,
-                reading.text,
-                reading.text_error,
-                library.settings.max_chars,
-                reading.hidden,
-            )
-        )
+    if reading.text_error is not None or sections and reading.text is None:
+        return _full(reading, settings)
     text = ""
     if sections and reading.text is not None:
         if reading.overview is not None:
@@ -7791,11 +7817,11 @@ def read_answer(
             if isinstance(chosen, str):
                 return Answer(f"{ERROR} {chosen}")
         text = format_sections(
-            reading.paper, reading.text, sections, library.settings.max_chars, reading.overview
+            reading.paper, reading.text, sections, settings.max_chars, reading.overview
         )
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)
-    shown, images = format_visuals(reading, request.visuals, library.scheduler.render)
+    shown, images = format_visuals(reading, request.visuals, call.library.scheduler.render)
     # an error alone stays an error answer
     if not sections and (images or not shown.startswith(ERROR)):
         shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"
@@ -7842,28 +7868,52 @@ def find_in_papers(
     return format_find_across(request.words, hits, counts, failures, everything=papers is None)
 
 
-def _bibtex_answer(
-    library: PaperLibrary, arxiv_id: str, deadline: float, request: ReadRequest
-) -> str:
+def answer_bibtex(call: ReadCall) -> Answer:
     """The paper's BibTeX entry from the API's metadata; while the API cannot answer, from the
     paper's own (read as usual), with its note, or an error when the paper does not name its
     authors."""
     try:
-        paper = library.metadata(arxiv_id, deadline)
+        paper = call.library.metadata(call.arxiv_id, call.deadline)
     except ArxivError as error:
         if not error.transient:
             raise
-        paper = library.read(arxiv_id, deadline, request=request).paper
+        paper = call.reading().paper
     entry = f"```bibtex\n{format_bibtex(paper)}\n```"
     if not paper.provenance:
-        return entry
+        return Answer(entry)
     if not paper.authors:
-        return (
+        return Answer(
             f"{ERROR} A BibTeX entry needs the authors, and the PDF does not tell them apart from "
-            "their "
-            f"affiliations. {paper.provenance.split(': ', 1)[1]} Ask again later."
+            f"their affiliations. {paper.provenance.split(': ', 1)[1]} Ask again later."
         )
-    return f"{entry}\n\n{paper.provenance} Check the entry against the paper before citing it."
+    return Answer(
+        f"{entry}\n\n{paper.provenance} Check the entry against the paper before citing it."
+    )
+
+
+# Each way of reading a paper, declared once: the words that ask for it, what it needs, its answer.
+# A new mode is one entry here, its answer function and its tests.
+READ_MODES = {
+    mode.name: mode
+    for mode in (
+        ReadMode(
+            name="overview", words=("", "overview"), needs=Needs.OUTLINE, answer=answer_overview
+        ),
+        ReadMode(
+            name="outline",
+            words=("outline",),
+            needs=Needs.OUTLINE,
+            answer=answer_outline,
+            within=True,
+        ),
+        ReadMode(name="full", words=("full",), needs=Needs.TEXT, answer=answer_full),
+        ReadMode(name="sections", words=(), needs=Needs.SECTIONS, answer=answer_sections),
+        ReadMode(name="find", words=(), needs=Needs.PASSAGES, answer=answer_find),
+        ReadMode(name="hidden", words=("hidden",), needs=Needs.PASSAGES, answer=answer_hidden),
+        ReadMode(name="bibtex", words=("bibtex",), needs=Needs.METADATA, answer=answer_bibtex),
+    )
+}
+FULL = ReadRequest(READ_MODES["full"])  # what ``arxiv_markdown`` and the disk's texts are read for
 
 
 def read_paper(

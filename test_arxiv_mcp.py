@@ -3186,7 +3186,7 @@ def test_section_selector_never_raises(section):
         assert len(request) < 200 and "`section`" in request or "`find`" in request
         return
     # the overview, the full text, a figure
-    if request.mode is not am.Mode.SECTIONS or not request.sections:
+    if request.mode is not am.READ_MODES["sections"] or not request.sections:
         return
     answer = am.format_sections(paper, text, request.sections, 50_000)
     if answer.startswith(am.ERROR):  # a short answer that names the choices
@@ -3640,20 +3640,24 @@ def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
 @pytest.mark.parametrize(
     "section, find, expected",
     [
-        (None, None, am.ReadRequest(am.Mode.OVERVIEW)),
+        (None, None, am.ReadRequest(am.READ_MODES["overview"])),
         # the word an agent writes, in any case
         (
             "  OverView ",
             None,
-            am.ReadRequest(am.Mode.OVERVIEW),
+            am.ReadRequest(am.READ_MODES["overview"]),
         ),
-        ("Full", None, am.ReadRequest(am.Mode.FULL)),
-        ("bibTeX", None, am.ReadRequest(am.Mode.BIBTEX)),
-        ("2.1, Results", None, am.ReadRequest(am.Mode.SECTIONS, ("2.1", "Results"))),
-        ("references", None, am.ReadRequest(am.Mode.SECTIONS, ("references",))),
-        ("figures", None, am.ReadRequest(am.Mode.SECTIONS, (), (am.VisualRequest(""),))),
-        (None, '"Drude weight" Kubo', am.ReadRequest(am.Mode.FIND, words='"Drude weight" Kubo')),
-        ("IV.B, V", "Drude", am.ReadRequest(am.Mode.FIND, ("IV.B", "V"), words="Drude")),
+        ("Full", None, am.ReadRequest(am.READ_MODES["full"])),
+        ("bibTeX", None, am.ReadRequest(am.READ_MODES["bibtex"])),
+        ("2.1, Results", None, am.ReadRequest(am.READ_MODES["sections"], ("2.1", "Results"))),
+        ("references", None, am.ReadRequest(am.READ_MODES["sections"], ("references",))),
+        ("figures", None, am.ReadRequest(am.READ_MODES["sections"], (), (am.VisualRequest(""),))),
+        (
+            None,
+            '"Drude weight" Kubo',
+            am.ReadRequest(am.READ_MODES["find"], words='"Drude weight" Kubo'),
+        ),
+        ("IV.B, V", "Drude", am.ReadRequest(am.READ_MODES["find"], ("IV.B", "V"), words="Drude")),
     ],
 )
 def test_a_read_request_is_parsed_once_into_its_mode(section, find, expected):
@@ -3690,7 +3694,7 @@ def test_mode_words_win_over_section_titles_and_references_names_the_list_by_its
     )
     sections = am.find_sections(markdown)
     # a section titled so is read by its number:
-    assert am.parse_read("Overview").mode is am.Mode.OVERVIEW
+    assert am.parse_read("Overview").mode is am.READ_MODES["overview"]
     assert [s.label for s in am._select_sections(sections, ["2"])] == ["2 Overview"]
     assert [s.label for s in am._select_sections(sections, ["references"])] == ["Bibliography"]
     assert call(paper="1111.2011v2", section="overview") == call(paper="1111.2011v2")
@@ -3702,7 +3706,7 @@ def test_selectors_name_figures_tables_and_equations_as_printed():
         "2, figure 3, Fig. 2, table I, eq. (5), equation 2.3, eqn (A1), Eq 5a, figures, "
         "Introduction, figure 3, tables"
     )
-    assert request.mode is am.Mode.SECTIONS and request.sections == ("2", "Introduction")
+    assert request.mode is am.READ_MODES["sections"] and request.sections == ("2", "Introduction")
     assert [(v.kind, v.number) for v in request.visuals] == [  # each once
         ("Figure", "3"),
         ("Figure", "2"),
@@ -6460,8 +6464,8 @@ def test_the_outline_of_a_pdf_lists_headings_past_the_page_cap_without_convertin
 @pytest.mark.parametrize(
     "section, request_",
     [
-        ("outline", am.ReadRequest(am.Mode.OUTLINE)),
-        ("Outline 3, C", am.ReadRequest(am.Mode.OUTLINE, ("3", "C"))),
+        ("outline", am.ReadRequest(am.READ_MODES["outline"])),
+        ("Outline 3, C", am.ReadRequest(am.READ_MODES["outline"], ("3", "C"))),
         ("outline, 3", '"outline" goes alone'),
         ("2, outline", '"outline" goes alone'),
     ],
