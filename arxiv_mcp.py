@@ -780,17 +780,14 @@ def http_get(
 ) -> HttpResponse:
     """GET ``url`` politely and return its body.
 
-    Only hosts of the configured endpoints are contacted.  Each attempt waits
-    for the host's turn in ``limiter``.  A throttle (a 429, a 503 or a "Rate
-    exceeded." body) is never read as an answer: the service cools down for
-    every caller of ``limiter`` (``RateLimiter.cool_down``), and this call waits
-    for a cool-down only up to ``patience`` seconds in all, else raises
-    Throttled.  A 5xx, a timeout or a connection fault is retried with
-    exponential backoff, at most ``settings.retries`` times.  Nothing waits past
-    ``deadline`` (a ``limiter.clock()`` time).  The body is read in memory and
-    refused past ``max_bytes``.  Raises ArxivError for failures and
-    ``_StatusError`` for a final HTTP error status the caller interprets.
-    """
+    Only hosts of the configured endpoints are contacted.  Each attempt waits for the host's turn in
+    ``limiter``.  A throttle (a 429, a 503 or a "Rate exceeded." body) is never read as an answer:
+    the service cools down for every caller of ``limiter`` (``RateLimiter.cool_down``), and this
+    call waits for a cool-down only up to ``patience`` seconds in all, else raises Throttled.  A
+    5xx, a timeout or a connection fault is retried with exponential backoff, at most
+    ``settings.retries`` times.  Nothing waits past ``deadline`` (a ``limiter.clock()`` time).  The
+    body is read in memory and refused past ``max_bytes``.  Raises ArxivError for failures and
+    ``_StatusError`` for a final HTTP error status the caller interprets."""
     settings = settings or SETTINGS
     limiter = limiter or LIMITER
     parts = urllib.parse.urlsplit(url)
@@ -807,23 +804,14 @@ def http_get(
             ):
                 # What is left of the deadline once the turn has come (the slot never waits past
                 # it).
-                timeout = (
-                    settings.timeout
-                    if deadline is None
-                    else min(settings.timeout, deadline - limiter.clock())
-                )
+                left = settings.timeout if deadline is None else deadline - limiter.clock()
+                timeout = max(min(settings.timeout, left), _MIN_TIMEOUT)
                 response = _get_once(
-                    url,
-                    accept=accept,
-                    max_bytes=max_bytes,
-                    timeout=max(timeout, _MIN_TIMEOUT),
-                    settings=settings,
+                    url, accept=accept, max_bytes=max_bytes, timeout=timeout, settings=settings
                 )
             limiter.cleared(service)
             return response
-        except (
-            _ThrottleAnswer
-        ) as throttle:  # the next attempt's slot waits out the cool-down, or raises
+        except _ThrottleAnswer as throttle:  # the next attempt's slot waits out the cool-down
             limiter.cool_down(service, throttle.retry_after)
             throttled = True
         except _RetryableError as error:
@@ -1252,29 +1240,24 @@ def build_search(
 ) -> SearchRequest:
     """Validate search arguments and build the API's ``search_query``.
 
-    Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query
-    with fields (``ti:``, ``au:`` ...), boolean operators, quotes or
-    parentheses is passed on as written.  Categories are ORed together and
-    ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]``
-    with 12-digit GMT times, either end optional.  Raises ArxivError naming
-    the first bad argument.
-    """
+    Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query with fields (``ti:``,
+    ``au:`` ...), boolean operators, quotes or parentheses is passed on as written.  Categories are
+    ORed together and ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]`` with
+    12-digit GMT times, either end optional.  Raises ArxivError naming the first bad argument."""
     query = " ".join((query or "").split())
     categories = tuple(c for c in (categories or ()) if c and c.strip())
-    if len(query) > MAX_QUERY_CHARS:
-        raise ArxivError(f"The query is too long (at most {MAX_QUERY_CHARS:,} characters).")
-    if not query and not categories:
-        raise ArxivError("Give a query or categories to search.")
-    if sort not in SORTS:
-        raise ArxivError(f"sort must be one of {', '.join(SORTS)}.")
-    if order not in ORDERS:
-        raise ArxivError(f"order must be one of {', '.join(ORDERS)}.")
-    if not 1 <= max_results <= MAX_RESULTS:
-        raise ArxivError(f"max_results must be between 1 and {MAX_RESULTS}.")
-    if not 0 <= start <= MAX_START:
-        raise ArxivError(f"start must be between 0 and {MAX_START:,}.")
-    if len(categories) > MAX_CATEGORIES:
-        raise ArxivError(f"Give at most {MAX_CATEGORIES} categories.")
+    # Each rule, and what it says when it is broken; the first broken one is raised.
+    wrong = {
+        f"The query is too long (at most {MAX_QUERY_CHARS:,} chars).": len(query) > MAX_QUERY_CHARS,
+        "Give a query or categories to search.": not query and not categories,
+        f"sort must be one of {', '.join(SORTS)}.": sort not in SORTS,
+        f"order must be one of {', '.join(ORDERS)}.": order not in ORDERS,
+        f"max_results must be between 1 and {MAX_RESULTS}.": not 1 <= max_results <= MAX_RESULTS,
+        f"start must be between 0 and {MAX_START:,}.": not 0 <= start <= MAX_START,
+        f"Give at most {MAX_CATEGORIES} categories.": len(categories) > MAX_CATEGORIES,
+    }
+    if message := next((message for message, broken in wrong.items() if broken), None):
+        raise ArxivError(message)
     terms = []
     if query:
         if _FIELDED.search(query):
@@ -1294,15 +1277,15 @@ def build_search(
     if len(terms) > 1 and query and _FIELDED.search(query):
         terms[0] = f"({query})"
     return SearchRequest(
-        " AND ".join(terms),
-        query,
-        categories,
-        submitted_from or "",
-        submitted_to or "",
-        sort,
-        order,
-        max_results,
-        start,
+        search_query=" AND ".join(terms),
+        query=query,
+        categories=categories,
+        submitted_from=submitted_from or "",
+        submitted_to=submitted_to or "",
+        sort=sort,
+        order=order,
+        max_results=max_results,
+        start=start,
     )
 
 
@@ -1734,22 +1717,24 @@ Outline = tuple[Section, ...]
 #   matter      unnumbered sections that numbered papers have too
 #   back        back matter that outlines often leave out and the text has
 #   references  the reference list, which is back matter too and may have no heading at all
+# The reference list's role, and the selector that names it whatever its title
+# (``_select_sections``).
+REFERENCES = "references"
 _SECTION_NAMES = {
     "front": r"abstract",
-    "body": r"introduction|background|related "
-    r"work|preliminaries|methods?|results|discussion|conclusions?|summary|"
-    r"summary and discussion|conclusions? and (?:outlook|future work)|outlook",
-    "matter": r"limitations|appendix|appendices|supplementary (?:materials?|information)|data "
-    r"availability|"
-    r"code availability|author contributions|broader impacts?|ethics statement|funding",
+    "body": r"introduction|background|related work|preliminaries|methods?|results|discussion|"
+    r"conclusions?|summary|summary and discussion|conclusions? and (?:outlook|future work)|outlook",
+    "matter": r"limitations|appendix|appendices|supplementary (?:materials?|information)|"
+    r"data availability|code availability|author contributions|broader impacts?|ethics statement|"
+    r"funding",
     "back": r"acknowled?ge?ments?",
-    "references": r"references|bibliography",
+    REFERENCES: r"references|bibliography",
 }
 _SECTION_NAME = re.compile(
     "|".join(f"(?P<{role}>{names})" for role, names in _SECTION_NAMES.items()), re.I
 )
-_UNNUMBERED_ROLES = ("matter", "back", "references")  # names that stay sections after numbered ones
-_BACK_ROLES = ("back", "references")
+_UNNUMBERED_ROLES = ("matter", "back", REFERENCES)  # names that stay sections after numbered ones
+_BACK_ROLES = ("back", REFERENCES)
 # a heading that opens the appendices: "Appendix A: Proofs"
 _APPENDIX = re.compile(r"appendix\b|appendices\b", re.I)
 
@@ -2076,21 +2061,17 @@ def _qualified(found: Sequence[Section]) -> list[Section]:
     return result
 
 
-def _placed(outline: Outline, source: _Text) -> list[Section]:
+def _place_outline(outline: Outline, source: _Text) -> list[Section]:
     """Place an outline's sections in ``source``: sections with their starts, in reading order.
 
-    A section starts at its heading line, searched from the top of its page
-    (the converter's reading order can put a heading after the next one's),
-    then back to the heading of the section ahead of it; else at the top of
-    its page and never before the section ahead of it.  A References entry
-    without a heading starts at the first item of the reference list.
-    Entries on pages the text lacks are left out; without page starts, so are
-    those whose heading is not found.  An entry without a number takes the
-    one printed with its heading, and numbers are qualified in outline order
-    (the reading order can differ).  Outlines often leave out the back
-    matter: an Acknowledgments, References or Bibliography heading in the
-    text is added.
-    """
+    A section starts at its heading line, searched from the top of its page (the converter's reading
+    order can put a heading after the next one's), then back to the heading of the section ahead of
+    it; else at the top of its page and never before the section ahead of it.  A References entry
+    without a heading starts at the first item of the reference list. Entries on pages the text
+    lacks are left out; without page starts, so are those whose heading is not found.  An entry
+    without a number takes the one printed with its heading, and numbers are qualified in outline
+    order (the reading order can differ).  Back matter the outline leaves out is added
+    (``_with_back_matter``)."""
     lines, page_starts = source.lines, source.page_starts
     line_offsets = [line.offset for line in lines]
     found: list[Section] = []
@@ -2123,31 +2104,40 @@ def _placed(outline: Outline, source: _Text) -> list[Section]:
             page_start = page_starts[max(1, entry.page) - 1]
             listed = (
                 _reference_start(source.text, page_start)
-                if _name_role(entry.title) == "references"
+                if _name_role(entry.title) == REFERENCES
                 else None
             )
-            offset = (
-                listed
-                if listed is not None
-                else max(page_start, found[-1].start)
-                if found
-                else page_start
-            )
+            ahead = found[-1].start if found else 0
+            offset = listed if listed is not None else max(page_start, ahead)
         found.append(
             dataclasses.replace(
                 entry, number=number, page=source.page_of(offset) or entry.page, start=offset
             )
         )
+    return sorted(_qualified(_with_back_matter(found, source)), key=lambda section: section.start)
+
+
+def _with_back_matter(found: list[Section], source: _Text) -> list[Section]:
+    """``found`` with the back matter that outlines often leave out: each Acknowledgments,
+    References or Bibliography heading of ``source`` that no section of ``found`` has."""
     titles = {_match_key(section.title) for section in found}
-    for line in lines:
+    for line in source.lines:
         if (
             line.marked
             and _name_role(line.text) in _BACK_ROLES
             and _match_key(line.text) not in titles
         ):
-            found.append(Section("", line.text, 1, source.page_of(line.offset), line.offset))
+            found.append(
+                Section(
+                    number="",
+                    title=line.text,
+                    level=1,
+                    page=source.page_of(line.offset),
+                    start=line.offset,
+                )
+            )
             titles.add(_match_key(line.text))
-    return sorted(_qualified(found), key=lambda section: section.start)
+    return found
 
 
 def _detected(source: _Text, paper_title: str) -> list[Section]:
@@ -2165,7 +2155,7 @@ def _detected(source: _Text, paper_title: str) -> list[Section]:
         is_appendix = _APPENDIX.match(line.text)
         number, title = _split_number(line.text)
         role = _name_role(title)
-        if is_appendix or role == "references":
+        if is_appendix or role == REFERENCES:
             numbering.restart()
         if number:
             level = 1 if is_appendix else numbering.place(number)
@@ -2207,7 +2197,7 @@ def _reference_start(text: str, start: int) -> int | None:
 def _with_reference_list(found: list[Section], source: _Text) -> list[Section]:
     """``found`` with a References section for papers (PRB style) whose reference
     list has no heading: it starts at the list's first item."""
-    if not found or any(_name_role(section.title) == "references" for section in found):
+    if not found or any(_name_role(section.title) == REFERENCES for section in found):
         return found
     start = _reference_start(source.text, found[0].start)
     if start is None:
@@ -2238,7 +2228,7 @@ def _sections_in(source: _Text, outline: Outline = (), paper_title: str = "") ->
     has three entries or more, else the headings detected in it; a reference list
     without a heading becomes References."""
     if len(outline) >= _MIN_OUTLINE_ENTRIES:
-        found = _placed(outline, source)
+        found = _place_outline(outline, source)
     else:
         found = _detected(source, paper_title)
     return _with_ends(_with_reference_list(found, source), len(source.text))
@@ -2457,7 +2447,7 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
 def _bookmark_outline(doc: "pymupdf.Document") -> Outline:
     """The PDF's bookmarks (hyperref) as an outline: without the paper-title
     bookmark (a single top-level one before all others) and Abstract, levels
-    counted from 1, numbers as printed in the bookmark (``_placed`` qualifies
+    counted from 1, numbers as printed in the bookmark (``_place_outline`` qualifies
     them and adopts those the page prints)."""
     entries = [
         (level, title, max(page, 0))
@@ -3324,7 +3314,7 @@ def convert_page(
         log.warning("page %d could not be converted: %s", page, type(error).__name__)
         log.debug("details of the page's failure", exc_info=error)
     raw = "".join(
-        _guarded(
+        _part_or_empty(
             f"the text layer of page {page}", lambda: _page_blocks(_pdf_page(doc, page))[0], []
         )
     )
@@ -3395,7 +3385,7 @@ class Structure:
         )
 
 
-def _guarded(part: str, make: Callable[[], Any], empty: Any) -> Any:
+def _part_or_empty(part: str, make: Callable[[], Any], empty: Any) -> Any:
     """``make()``, or ``empty`` when it fails: a failing part of the structure pass costs only that
     part."""
     try:
@@ -3414,7 +3404,7 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
     with _PDF_LOCK:
         page_count = doc.page_count
         layers = [
-            _guarded(
+            _part_or_empty(
                 f"the text layer of page {page}",
                 functools.partial(_page_blocks, pdf_page),
                 ([], []),
@@ -3424,8 +3414,8 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
             )
         ]
         blocks = [texts for texts, _ in layers]
-        outline = _guarded("the outline", lambda: _paper_outline(doc, len(blocks)), ())
-        front = _guarded(
+        outline = _part_or_empty("the outline", lambda: _paper_outline(doc, len(blocks)), ())
+        front = _part_or_empty(
             "the front matter", lambda: pdf_front(doc, blocks[0] if blocks else []), FrontMatter()
         )
     texts = ["".join(page) for page in blocks]
@@ -3434,10 +3424,10 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
     return Structure(
         page_count,
         outline,
-        _guarded("the skim", lambda: _skim(texts, outline, page_count), None),
-        _guarded("the passages", lambda: _passages(blocks), ()),
-        _guarded("the captions", lambda: _captions(blocks), ()),
-        _guarded("the equation pages", lambda: _equation_pages(texts), {}),
+        _part_or_empty("the skim", lambda: _skim(texts, outline, page_count), None),
+        _part_or_empty("the passages", lambda: _passages(blocks), ()),
+        _part_or_empty("the captions", lambda: _captions(blocks), ()),
+        _part_or_empty("the equation pages", lambda: _equation_pages(texts), {}),
         front,
         tuple(passage for _, hidden in layers for passage in hidden),
     )
@@ -4240,6 +4230,31 @@ class _LatexmlWriter:
                 self.equations.setdefault(number.upper(), line)
             self.emit(line)
 
+    def paper(self, front: FrontMatter) -> "HtmlPaper":
+        """What was written, as a paper: the blocks joined into one text with its sections, each
+        block not a heading a passage, each hidden passage at its mark."""
+        markdown, sections, passages, offset = [], [], [], 0
+        for index, block in enumerate(self.blocks):
+            if index in self.headings:
+                number, title, level = self.headings[index]
+                sections.append(Section(number, title, level, start=offset))
+            elif not block.startswith("#"):
+                passages.append(Passage(0, offset, block))
+            markdown.append(block)
+            offset += len(block) + 2
+        text = "\n\n".join(markdown) + "\n"
+        marks = itertools.chain(
+            (m.start() for m in re.finditer(re.escape(_HIDDEN_MARK), text)), itertools.repeat(0)
+        )
+        return HtmlPaper(
+            text=PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0, source=_HTML_SOURCE),
+            passages=tuple(passages),
+            captions=tuple(self.captions),
+            equations=self.equations,
+            front=front,
+            hidden=tuple(dataclasses.replace(h, offset=next(marks)) for h in self.hidden.values()),
+        )
+
     # Inline content
 
     def inline(
@@ -4350,16 +4365,14 @@ def parse_html(page: str | bytes, arxiv_id: str | None = None) -> HtmlPaper:
     """A paper from an arXiv HTML page (LaTeXML), in the text model the PDF builds: Markdown with
     ``## 3 Title`` headings and their ``Section`` records, ``$…$`` and numbered ``$$…$$`` math as
     the authors' LaTeX, tables as Markdown tables, figures as one line with their captions,
-    footnotes as
-    ``[^N]``, the reference list with the arXiv ids it cites.  Only ``<article
+    footnotes as ``[^N]``, the reference list with the arXiv ids it cites.  Only ``<article
     class="ltx_document">`` is read: never arXiv's site around it, the MathML, or the images the
     page links to.
 
     Raises ArxivError when the page is no LaTeXML article of the paper: no article (arXiv's "No
     HTML" page, a rate-limit notice, an empty body), an article cut short, a conversion that LaTeXML
     broke off, another version than ``arxiv_id``'s (when it has one), more than ``_MAX_ERROR_SHARE``
-    of paragraphs with unconverted macros, or a tree nested deeper than ``_MAX_HTML_DEPTH``.
-    """
+    of paragraphs with unconverted macros, or a tree nested deeper than ``_MAX_HTML_DEPTH``."""
     if isinstance(page, bytes):
         page = page.decode("utf-8", errors="replace")
     parser = _ArticleParser()
@@ -4391,30 +4404,7 @@ def parse_html(page: str | bytes, arxiv_id: str | None = None) -> HtmlPaper:
             f"arXiv's HTML of this paper lost text in {writer.paragraphs_with_errors} of its "
             f"{writer.paragraphs} paragraphs (macros LaTeXML could not convert)."
         )
-    markdown, sections, passages, offset = [], [], [], 0
-    for index, block in enumerate(writer.blocks):
-        if index in writer.headings:
-            number, title, level = writer.headings[index]
-            sections.append(Section(number, title, level, start=offset))
-        elif not block.startswith("#"):
-            passages.append(Passage(0, offset, block))
-        markdown.append(block)
-        offset += len(block) + 2
-    text = "\n\n".join(markdown) + "\n"
-    marks = itertools.chain(
-        (m.start() for m in re.finditer(re.escape(_HIDDEN_MARK), text)), itertools.repeat(0)
-    )
-    hidden = tuple(
-        dataclasses.replace(passage, offset=next(marks)) for passage in writer.hidden.values()
-    )
-    return HtmlPaper(
-        PaperText(text, tuple(_with_ends(sections, len(text))), 0, 0, source=_HTML_SOURCE),
-        tuple(passages),
-        tuple(writer.captions),
-        writer.equations,
-        _html_front(parser.article, page, arxiv_id),
-        hidden,
-    )
+    return writer.paper(_html_front(parser.article, page, arxiv_id))
 
 
 # A line of an author block that names no one: an affiliation (in LaTeXML's author blocks
@@ -4576,10 +4566,6 @@ class ReadMode:
     needs: Needs
     answer: Callable[["ReadCall"], "Answer"]
     within: bool = False  # the word may be followed by the sections it covers: "outline 3, C"
-
-
-# a selector that names the reference list, whatever its title (``_select_sections``)
-REFERENCES = "references"
 
 
 @dataclass(frozen=True)
@@ -5216,11 +5202,11 @@ def hidden_warning(
     for number, passage in enumerate(hidden, start=1):
         text = " ".join(passage.text.split())
         quote = truncate(text, min(_HIDDEN_QUOTE, room))[0] if room > 0 else ""
-        cut = (
-            f" [{len(quote):,} of {len(text):,} characters shown]" if len(quote) < len(text) else ""
+        cut = f" [{len(quote):,} of {len(text):,} characters shown]" * (len(quote) < len(text))
+        lines.append(
+            f"> {number}. {_hidden_where(passage, sections)}, {passage.how}"
+            + (f': "{quote}"{cut}' if quoted else "")
         )
-        said = f': "{quote}"{cut}' if quoted else ""
-        lines.append(f"> {number}. {_hidden_where(passage, sections)}, {passage.how}{said}")
         room -= len(quote)
     return "\n".join(lines + [">", '> Every hidden passage in full: `section="hidden"`.'])
 
@@ -5351,7 +5337,7 @@ def format_outline(
         document = head + _section_rows(rows, _Fit(sentence_depth=depth))
         if len(document) <= _OVERVIEW_LIMIT:
             break
-    return _capped(
+    return _cap_document(
         document,
         max_chars,
         lambda shown: (
@@ -5465,7 +5451,7 @@ def _truncation_note(
 _NOTE_ROOM = 400  # characters kept free for a truncation note
 
 
-def _capped(document: str, limit: int, note_for: Callable[[str], str]) -> str:
+def _cap_document(document: str, limit: int, note_for: Callable[[str], str]) -> str:
     """``document`` if it fits in ``limit``, else cut, with ``note_for(shown_part)`` appended."""
     if len(document) <= limit:
         return document
@@ -5495,7 +5481,7 @@ def format_full(
     source = _source_url(paper, text)
     notes = f"\n\n[{text.page_note} Source: {source}]" if text.page_note else ""
     document = head + text.markdown.strip() + notes
-    return _capped(
+    return _cap_document(
         document,
         max_chars,
         lambda shown: _truncation_note(
@@ -5611,7 +5597,7 @@ def format_sections(
     cited: list[str] = []
     for section in chosen:
         parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section, overview)}")
-        if _name_role(section.title) == "references":
+        if _name_role(section.title) == REFERENCES:
             cited += [
                 i for i in cited_arxiv_ids(text.body(section), paper.arxiv_id) if i not in cited
             ]
@@ -5623,7 +5609,7 @@ def format_sections(
         else ""
     )
     return (
-        _capped(
+        _cap_document(
             document,
             max_chars - len(tail),
             lambda shown: _truncation_note(len(shown), len(document), _source_url(paper, text)),
@@ -5642,7 +5628,7 @@ def format_find(
     """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best first
     as
     ``find_across`` ranks them (the most matches, for their length, then reading order), as
-    ``_found`` lists them; each names its section (``overview``'s list).  ``within`` (section
+    ``_format_hits`` lists them; each names its section (``overview``'s list).  ``within`` (section
     selectors) keeps the passages of those sections.  No match is a short answer, not an error."""
     sections = [row.section for row in overview.sections] if overview else []
     if not _find_terms(query):
@@ -5663,7 +5649,7 @@ def format_find(
         return (
             f"No passage of this paper{where} matches {_quote_input(query)}. Its sections: {names}."
         )
-    entries = _found(hits, query, lambda hit: "")
+    entries = _format_hits(hits, query, lambda hit: "")
     lines = [
         f"# {_quote_input(query)} in {paper.title} (arXiv:{paper.arxiv_id})",
         f"{len(hits)} passage{'s' * (len(hits) > 1)}{where} match{'es' * (len(hits) == 1)}; "
@@ -5690,7 +5676,7 @@ def format_find(
     return "\n".join(lines).strip()
 
 
-def _found(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str]) -> list[str]:
+def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str]) -> list[str]:
     """The entries of the best ``hits``: each its ``label``, its section, page and count of matches,
     and its passage with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``."""
     entries: list[str] = []
@@ -5849,7 +5835,7 @@ def format_find_across(
     one per paper that failed."""
     count = len(counts) + len(failures)
     papers = f"{'the ' * everything}{count} paper{'s' * (count > 1)}{' read' * everything}"
-    entries = _found(
+    entries = _format_hits(
         hits,
         query,
         lambda hit: f"**{hit.arxiv_id}** ({_shortened(counts[hit.arxiv_id][0], 60)}) · ",
@@ -5950,21 +5936,17 @@ def format_visuals(
     """Figures, tables and equations (distinct, as ``parse_read`` gives them) as images
     (``render``), each with its text (label, page, section, caption, or equation: its LaTeX from
     arXiv's HTML, else the PDF's text), for clients that show no images too; "figures" lists them.
-    At most ``_MAX_IMAGES`` images and
-    ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it can be asked for again.  An equation
-    that the HTML has and the PDF's pages do not show (or a PDF that cannot be had) is its LaTeX
-    with a note.  A number the paper does not have gives a short error naming what it has."""
+    At most ``_MAX_IMAGES`` images and ``_ANSWER_IMAGE_BYTES`` bytes: the rest is named so that it
+    can be asked for again.  An equation that the HTML has and the PDF's pages do not show (or a PDF
+    that cannot be had) is its LaTeX with a note.  A number the paper does not have gives a short
+    error naming what it has."""
     parts: list[str] = []
     images: list[Image] = []
-    left_out: list[str] = []
-    used = 0
+    left_out, used = list[str](), 0
     for visual in visuals:
         if not visual.kind:
-            parts.append(
-                "## Figures and "
-                f"tables\n{_caption_rows(reading.captions, _CAPTION_START) or 'None found.'}"
-                f"\n\n{_SEE_VISUALS}"
-            )
+            rows = _caption_rows(reading.captions, _CAPTION_START) or "None found."
+            parts.append(f"## Figures and tables\n{rows}\n\n{_SEE_VISUALS}")
             continue
         region = next((r for r in reading.regions if visual.matches(r.kind, r.number)), None)
         caption = next((c for c in reading.captions if visual.matches(c.kind, c.number)), None)
@@ -5981,18 +5963,17 @@ def format_visuals(
             why = reading.image_error or f"the PDF's pages show no {visual.label}"
             parts.append(f"**{visual.label}**: {text} *[no image: {why}]*")
             continue
-        page = found.page
         if len(images) >= _MAX_IMAGES or reading.pdf is None:
             left_out.append(visual.label)
             continue
-        image = render(reading.pdf, page, region.bbox if region else None)
+        image = render(reading.pdf, found.page, region.bbox if region else None)
         if used + len(image.data) > _ANSWER_IMAGE_BYTES:
             left_out.append(visual.label)
             continue
         used += len(image.data)
         images.append(image)
-        section = _visual_section(reading, visual, page)
-        where = f"p. {page}" + (f', section "{section.label}"' if section else "")
+        section = _visual_section(reading, visual, found.page)
+        where = f"p. {found.page}" + (f', section "{section.label}"' if section else "")
         size = f"image {image.width}×{image.height} px"
         if region is None:
             size += "; the layout found no region next to its caption, so this is the whole page"
@@ -6002,9 +5983,9 @@ def format_visuals(
             else f"**{visual.label}** ({where}; {size})\n{text}"
         )
     if left_out:
+        named = ", ".join(left_out)
         parts.append(
-            f"[Left out to keep this answer small: {', '.join(left_out)}; ask for them in another "
-            "call.]"
+            f"[Left out to keep this answer small: {named}; ask for them in another call.]"
         )
     return "\n\n".join(parts), images
 
@@ -6400,13 +6381,13 @@ def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
 
 
-def _kept_text(kept: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
+def _load_kept_part(kept: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
     """A part of a paper's PDF text (its structure, a page) kept on disk by these rules, or None."""
     return _from_record(kind, kept[0].get("text", _text_key(kept[1], part))) if kept else None
 
 
-def _keep_text(kept: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
-    """Keep a part's record on disk by these rules (``_kept_text`` reads it)."""
+def _store_kept_part(kept: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
+    """Keep a part's record on disk by these rules (``_load_kept_part`` reads it)."""
     if kept:
         kept[0].put("text", _text_key(kept[1], part), record)
 
@@ -6786,19 +6767,19 @@ class Scheduler:
             with self.changed:
                 state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
             return
-        _keep_text(state.kept, "structure", record)
+        _store_kept_part(state.kept, "structure", record)
         with self.changed:
             state.structure = structure
 
     def _convert(self, state: _PaperState, page: int) -> None:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
-        if (converted := _kept_text(state.kept, f"page {page}", PageMarkdown)) is None:
+        if (converted := _load_kept_part(state.kept, f"page {page}", PageMarkdown)) is None:
             record = self.converter.page(
                 state.key, state.pdf, page, state.structure.hidden_on(page)
             )
             if not (converted := _from_record(PageMarkdown, record)).fallback:
-                _keep_text(state.kept, f"page {page}", record)
+                _store_kept_part(state.kept, f"page {page}", record)
         with self.changed:
             state.pages[page], state.regions[page] = converted.markdown, converted.regions
             listeners, count = list(state.listeners), state.structure.page_count
@@ -7024,18 +7005,17 @@ class PaperLibrary:
         request: ReadRequest | None = None,
         source: str | None = None,
     ) -> Reading:
-        """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section
-        list: the HTML's, the PDF outline's, or the full text's when the PDF has none), the full
-        text (the HTML's, or the first ``max_pages`` pages converted), sections (the pages of those
-        sections, wherever they are) with figures, tables and equations, or passages.  ``source``
+        """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section list: the
+        HTML's, the PDF outline's, or the full text's when the PDF has none), the full text (the
+        HTML's, or the first ``max_pages`` pages converted), sections (the pages of those sections,
+        wherever they are) with figures, tables and equations, or passages.  ``source``
         (``SOURCES``; default: the settings') says where the text comes from.
 
-        ``on_progress`` hears the steps of the read (download, pages converted).
-        When ``deadline`` (a limiter-clock time) passes first, this returns what is
-        known with a note, or raises ArxivError if the metadata has not arrived;
-        the read goes on.  Without ``request``: the full text.  A paper that is not cached while
-        ``_MAX_COLD_READS`` others download is refused at once (ArxivError: the server is busy).
-        """
+        ``on_progress`` hears the steps of the read (download, pages converted). When ``deadline``
+        (a limiter-clock time) passes first, this returns what is known with a note, or raises
+        ArxivError if the metadata has not arrived; the read goes on.  Without ``request``: the full
+        text.  A paper that is not cached while ``_MAX_COLD_READS`` others download is refused at
+        once (ArxivError: the server is busy)."""
         request = request or FULL
         changed = self.scheduler.changed
         # The deadline is a limiter-clock time; waits are in real time.
@@ -7064,29 +7044,7 @@ class PaperLibrary:
                 self.scheduler.add(state)
             try:
                 while (reading := self._answer(state, request)) is None:
-                    if state.html is not None and not state.pdf_wanted and not state.loading:
-                        state.pdf_wanted = True  # an image of a paper read from HTML: its PDF, once
-                        threading.Thread(
-                            target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
-                        ).start()
-                    pages = self._pages_needed(state, request)
-                    if (
-                        state.paper is not None
-                        and pages
-                        and all(page in state.pages for page in pages)
-                    ):
-                        # The converted text ends a section later than the outline said: read on.
-                        state.read_on.update(
-                            next(
-                                (
-                                    [page]
-                                    for page in range(max(pages), state.structure.page_count + 1)
-                                    if page not in state.pages
-                                ),
-                                [],
-                            )
-                        )
-                        self.scheduler.add(state)
+                    self._start_what_is_missing(state, request)
                     remaining = None if until is None else until - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return self._late(state)
@@ -7098,6 +7056,21 @@ class PaperLibrary:
                 if on_progress is not None:
                     state.listeners.remove(on_progress)
                 self._evict()
+
+    def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
+        """Start what a waiting read needs that no one has started (with ``changed`` held): the PDF
+        of a paper read from HTML, for its images (once); the page after a section's pages when the
+        converted text ends the section later than the outline said."""
+        if state.html is not None and not state.pdf_wanted and not state.loading:
+            state.pdf_wanted = True
+            threading.Thread(
+                target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
+            ).start()
+        pages = self._pages_needed(state, request)
+        if state.paper is not None and pages and all(page in state.pages for page in pages):
+            later = range(max(pages), state.structure.page_count + 1)
+            state.read_on.update(next(([page] for page in later if page not in state.pages), []))
+            self.scheduler.add(state)
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
         """A new paper's state, and its download thread (with ``changed`` held)."""
@@ -7241,7 +7214,7 @@ class PaperLibrary:
                         cache.put("pdf", version, pdf)
             keeping = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
-            structure = _kept_text(keeping, "structure", Structure)
+            structure = _load_kept_part(keeping, "structure", Structure)
             with changed:
                 state.pdf, state.kept = pdf, keeping
                 state.from_disk = state.from_disk or kept is not None and state.html is None
@@ -7760,10 +7733,9 @@ def answer_overview(call: ReadCall) -> Answer:
 
 def answer_outline(call: ReadCall) -> Answer:
     """Every heading, of the paper or of the named sections (``format_outline``)."""
-    r = call.reading()
-    settings = call.library.settings
+    r, sections = call.reading(), call.request.sections
     return Answer(
-        format_outline(r.paper, r.overview, r.text_error, call.request.sections, settings.max_chars)
+        format_outline(r.paper, r.overview, r.text_error, sections, call.library.settings.max_chars)
     )
 
 
@@ -7772,8 +7744,7 @@ def answer_full(call: ReadCall) -> Answer:
     return _full(call.reading(), call.library.settings)
 
 
-def _full(reading: Reading, settings: Settings) -> Answer:
-    r = reading
+def _full(r: Reading, settings: Settings) -> Answer:
     return Answer(format_full(r.paper, r.text, r.text_error, settings.max_chars, r.hidden))
 
 
@@ -7805,8 +7776,8 @@ def _text_unavailable(reading: Reading) -> Answer:
 def answer_sections(call: ReadCall) -> Answer:
     """The named sections, then the figures, tables and equations as images (``format_sections``,
     ``format_visuals``); without the text, the full document's answer with why."""
-    reading, request, settings = call.reading(), call.request, call.library.settings
-    sections = request.sections
+    request, settings = call.request, call.library.settings
+    reading, sections = call.reading(), request.sections
     if reading.text_error is not None or sections and reading.text is None:
         return _full(reading, settings)
     text = ""
@@ -7954,6 +7925,12 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
     return format_search(request, feed)
 
 
+# What the tool answers a call that asks for two things at once, or for nothing.
+_READ_OR_SEARCH = "give either `paper` (to read) or `query`/`categories` (to search), not both."
+_FIND_OR_QUERY = "`find` searches the text of papers, `query` arXiv's catalogue: give one of them."
+_NOTHING_ASKED = "give `paper` to read a paper, or `query`/`categories` to search arXiv."
+
+
 def arxiv_answer(
     paper: str | None = None,
     section: str | None = None,
@@ -7972,28 +7949,20 @@ def arxiv_answer(
 ) -> Answer:
     """The one tool: read a paper (``paper``, ``section``) or search (the rest).
 
-    Always answers Markdown (with images when figures, tables or equations are
-    asked for); failures become a short note starting with ERROR and never an
-    exception, so the server keeps serving.
-    """
+    Always answers Markdown (with images when figures, tables or equations are asked for); failures
+    become a short note starting with ERROR and never an exception, so the server keeps serving."""
     try:
         if isinstance(categories, str):
             categories = [c for c in re.split(r"[,\s]+", categories) if c]
         searching = bool((query or "").strip() or categories)
         if paper and searching:
-            return Answer(
-                f"{ERROR} give either `paper` (to read) or `query`/`categories` (to search), not "
-                "both."
-            )
+            return Answer(f"{ERROR} {_READ_OR_SEARCH}")
         if paper:
             return read_answer(paper, section, find=find, library=library, on_progress=on_progress)
         if find and not searching:
             return Answer(find_in_papers(None, find, section, library=library))
         if find:
-            return Answer(
-                f"{ERROR} `find` searches the text of papers, `query` arXiv's catalogue: give one "
-                "of them."
-            )
+            return Answer(f"{ERROR} {_FIND_OR_QUERY}")
         if searching:
             return Answer(
                 search_papers(
@@ -8008,16 +7977,14 @@ def arxiv_answer(
                     start=start,
                 )
             )
-        return Answer(
-            f"{ERROR} give `paper` to read a paper, or `query`/`categories` to search arXiv."
-        )
+        return Answer(f"{ERROR} {_NOTHING_ASKED}")
     except ArxivError as error:
         return Answer(f"{ERROR} {error}")
     except Exception as error:
         _log_unexpected(error)
+        failure = type(error).__name__
         return Answer(
-            f"{ERROR} an internal error occurred ({type(error).__name__}); the server is still "
-            "running."
+            f"{ERROR} an internal error occurred ({failure}); the server is still running."
         )
 
 
@@ -8048,26 +8015,16 @@ def mcp_content(answer: Answer, text_type: Any, image_type: Any) -> list[Any]:
 
 
 def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
-    """The MCP server with its one tool, ``arxiv``.
+    """The MCP server with its one tool, ``arxiv`` (``_add_tool``).
 
-    Imports ``mcp`` here, not at module level, so the plain functions import
-    without it.  Works with mcp 2.x (``MCPServer``) and 1.x (``FastMCP``);
-    ``host`` and ``port`` matter only for ``--http``.
+    Imports ``mcp`` here, not at module level, so the plain functions import without it.  Works with
+    mcp 2.x (``MCPServer``) and 1.x (``FastMCP``); ``host`` and ``port`` matter only for ``--http``.
     """
-    import asyncio
-
-    import anyio
-    from pydantic import Field
-
     try:
         from mcp.server.mcpserver import Context, MCPServer
     except ImportError:  # mcp < 2 calls it FastMCP
         from mcp.server.fastmcp import Context  # type: ignore[attr-defined,no-redef]
         from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined,no-redef]
-    from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-
-    def described(name: str) -> Any:
-        return Field(description=SEARCH_PARAMETERS[name].help)
 
     options: dict[str, Any] = {}
     if "host" in inspect.signature(MCPServer).parameters:  # 1.x takes the HTTP address here
@@ -8078,23 +8035,35 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         f"sections you need. {_PAPER_TEXT_IS_DATA}",
         **options,
     )
+    _add_tool(server, Context)
+    return server
 
-    @server.tool(
-        name="arxiv",
-        description=TOOL_DESCRIPTION,
-        structured_output=False,
-        annotations=ToolAnnotations.model_validate(
-            {
-                "title": "arXiv",
-                "readOnlyHint": True,
-                "destructiveHint": False,
-                "idempotentHint": True,
-                "openWorldHint": True,
-            }
-        ),
-    )
+
+# The tool's annotations, by their wire names (as mcp 1.x and 2.x both take them).
+_TOOL_ANNOTATIONS = {
+    "title": "arXiv",
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": True,
+}
+
+
+def _add_tool(server: Any, context: type) -> None:
+    """Register the one tool on ``server``: its schema (the eleven parameters, each described to the
+    model) and its answer, made off the event loop; ``context`` is the SDK's Context class, which
+    marks the parameter the SDK fills in."""
+    import asyncio
+
+    import anyio
+    from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+    from pydantic import Field
+
+    def described(name: str) -> Any:
+        return Field(description=SEARCH_PARAMETERS[name].help)
+
     async def arxiv(
-        ctx: Context,
+        ctx: Any,
         paper: Annotated[str | None, Field(description=_PAPER_HELP)] = None,
         section: Annotated[str | None, Field(description=_SECTION_HELP)] = None,
         find: Annotated[str | None, Field(description=_FIND_HELP)] = None,
@@ -8111,6 +8080,12 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         max_results: Annotated[int, described("max_results")] = _DEFAULT["max_results"],
         start: Annotated[int, described("start")] = _DEFAULT["start"],
     ) -> CallToolResult:
+        # The tool's arguments by name, as ``arxiv_answer`` takes them (not the closure's names).
+        arguments = {
+            name: value
+            for name, value in locals().items()
+            if name in ("paper", "section", "find", *SEARCH_PARAMETERS)
+        }
         loop = asyncio.get_running_loop()
 
         def on_progress(done: float, total: float | None, message: str) -> None:
@@ -8119,26 +8094,19 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
 
         # Downloads and conversions block: keep them off the event loop.
         answer = await anyio.to_thread.run_sync(
-            lambda: arxiv_answer(
-                paper,
-                section,
-                find,
-                query,
-                categories,
-                submitted_from,
-                submitted_to,
-                sort,
-                order,
-                max_results,
-                start,
-                on_progress=on_progress,
-            )
+            lambda: arxiv_answer(**arguments, on_progress=on_progress)
         )
         # An error is still a short Markdown answer for the model; isError tells the client too.
         content = mcp_content(answer, TextContent, ImageContent)
         return CallToolResult.model_validate({"content": content, "isError": answer.is_error})
 
-    return server
+    arxiv.__annotations__["ctx"] = context  # the SDK finds the parameter it fills in by its class
+    server.tool(
+        name="arxiv",
+        description=TOOL_DESCRIPTION,
+        structured_output=False,
+        annotations=ToolAnnotations.model_validate(_TOOL_ANNOTATIONS),
+    )(arxiv)
 
 
 def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
