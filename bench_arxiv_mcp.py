@@ -403,6 +403,21 @@ def flood(
     return search, time.perf_counter() - start, busy
 
 
+def server_env(urls: am.Settings, cache_dir: str, interval: str, **more: str) -> dict[str, str]:
+    """The environment of a server process that asks the stand-in at ``urls``
+    (``stand_in_settings``), with its cache folder (or "off"), its limiter's gap and ``more``
+    ARXIV_* settings."""
+    return {
+        **os.environ,
+        "ARXIV_API_URL": urls.api_url,
+        "ARXIV_PDF_URL": urls.pdf_url,
+        "ARXIV_HTML_URL": urls.html_url,
+        "ARXIV_CACHE_DIR": cache_dir,
+        "ARXIV_MIN_INTERVAL": interval,
+        **more,
+    }
+
+
 def server_ready_seconds(env: dict[str, str], command: list[str]) -> float:
     """Seconds from starting the server process to its tools/list answer, through the SDK's stdio
     client."""
@@ -540,14 +555,7 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
     )
     if len(pdfs) >= 8:  # through the MCP stdio server, in a fresh process
         ids = sorted(pdfs, key=lambda i: len(pdfs[i]))[-8:]  # the largest PDFs
-        env = {
-            **os.environ,
-            "ARXIV_API_URL": settings.api_url,
-            "ARXIV_PDF_URL": settings.pdf_url,
-            "ARXIV_HTML_URL": settings.html_url,
-            "ARXIV_CACHE_DIR": "off",  # every read cold
-            "ARXIV_MIN_INTERVAL": str(settings.min_interval),
-        }
+        env = server_env(settings, "off", str(settings.min_interval))  # every read cold
         peak, seconds = server_calls(env, [{"paper": i} for i in ids], linger=10.0)
         print(
             "| eight overviews of the eight largest papers at once, stdio server: the slowest "
@@ -663,14 +671,7 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
             "ms | "
             + (f"{plain:.2f} s | {reading / plain:.3f} |" if whole else "no whole PDF here | |")
         )
-    env = {
-        **os.environ,
-        "ARXIV_API_URL": settings.api_url,
-        "ARXIV_PDF_URL": settings.pdf_url,
-        "ARXIV_HTML_URL": settings.html_url,
-        "ARXIV_CACHE_DIR": "off",
-        "ARXIV_MIN_INTERVAL": "0",
-    }
+    env = server_env(settings, "off", "0")
     idle = statistics.median(server_calls(env, [])[0] for _ in range(runs))
     reads = [
         {"paper": version, **section} for version in htmls for section in ({}, {"section": "full"})
@@ -957,14 +958,7 @@ def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {
-                **os.environ,
-                "ARXIV_API_URL": urls.api_url,
-                "ARXIV_PDF_URL": urls.pdf_url,
-                "ARXIV_HTML_URL": urls.html_url,
-                "ARXIV_CACHE_DIR": os.path.join(folder, "a"),
-                "ARXIV_MIN_INTERVAL": "3",
-            }
+            env = server_env(urls, os.path.join(folder, "a"), "3")
             seen.clear()
             throttled.clear()
             three_servers(env, server, [[(0.0, {"paper": i}) for i in ids]] * 3)
@@ -1174,15 +1168,7 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {
-                **os.environ,
-                "ARXIV_API_URL": urls.api_url,
-                "ARXIV_PDF_URL": urls.pdf_url,
-                "ARXIV_HTML_URL": urls.html_url,
-                "ARXIV_CACHE_DIR": folder,
-                "ARXIV_MIN_INTERVAL": "0",
-                "ARXIV_CONVERTER_IDLE": "5",
-            }
+            env = server_env(urls, folder, "0", ARXIV_CONVERTER_IDLE="5")
             reads, html_only, (peak, converters), after = with_server(env, server, beside)
             env["ARXIV_CACHE_DIR"] = os.path.join(folder, "again")
             # read, then stopped at once: most pages unconverted
@@ -1279,14 +1265,7 @@ def report_pace(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            env = {
-                **os.environ,
-                "ARXIV_API_URL": urls.api_url,
-                "ARXIV_PDF_URL": urls.pdf_url,
-                "ARXIV_HTML_URL": urls.html_url,
-                "ARXIV_CACHE_DIR": folder,
-                "ARXIV_MIN_INTERVAL": "3",
-            }
+            env = server_env(urls, folder, "3")
             start, end, calls = with_server(env, server, session)
         wall = end - start
         requests = ", ".join(f"{path} {when - start:.1f}" for when, path in arrived)
@@ -1491,14 +1470,7 @@ def main() -> None:
     if args.agent:
         report_agent_session(pdfs, settings, args.runs)
         return
-    env = {
-        **os.environ,
-        "ARXIV_API_URL": settings.api_url,
-        "ARXIV_PDF_URL": settings.pdf_url,
-        "ARXIV_HTML_URL": settings.html_url,
-        "ARXIV_CACHE_DIR": "off",
-        "ARXIV_MIN_INTERVAL": str(args.interval),
-    }
+    env = server_env(settings, "off", str(args.interval))
 
     print(
         f"{len(pdfs)} papers, {args.runs} runs each, limiter gap {args.interval:g} s, latency "
