@@ -1312,8 +1312,7 @@ def format_search(request: SearchRequest, feed: Feed) -> str:
     if feed.total > _BROAD:
         lines.append(
             f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, "
-            "abs:), "
-            "categories or a date range."
+            "abs:), categories or a date range."
         )
     lines.append("")
     for rank, paper in enumerate(feed.papers, start=first):
@@ -7637,19 +7636,15 @@ _PAPER_HELP = (
 )
 _SECTION_HELP = (
     "With `paper`: omit (or 'overview') for the overview (metadata, abstract, section list); a "
-    "section "
-    "number or title ('3', '2.1', 'Introduction', several comma-separated; 'references' for the "
-    "reference list); 'outline' (or 'outline 3') for every heading; 'full' for the whole text; "
-    "'bibtex'; 'figure 2', 'table I', 'equation 5' for "
-    "images; 'figures' lists them; 'hidden' quotes text a reader cannot see, which the overview "
-    "warns of."
+    "section number or title ('3', '2.1', 'Introduction', several comma-separated; 'references' "
+    "for the reference list); 'outline' (or 'outline 3') for every heading; 'full' for the whole "
+    "text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for images; 'figures' lists them; "
+    "'hidden' quotes text a reader cannot see, which the overview warns of."
 )
 _FIND_HELP = (
     'With `paper`: words (all must appear) or a "quoted phrase" to find; returns the matching '
-    "passages, "
-    "best first, with their sections. With `section`: only there. With several papers: across "
-    "them; "
-    "without `paper`: across every paper read so far (no request to arXiv)."
+    "passages, best first, with their sections. With `section`: only there. With several papers: "
+    "across them; without `paper`: across every paper read so far (no request to arXiv)."
 )
 
 
@@ -7833,8 +7828,7 @@ def find_in_papers(
     if not counts and not failures:
         return (
             "No paper has been read yet, so `find` alone has nothing to search: read a paper with "
-            "`paper`, "
-            "or give `paper` (up to 10, comma-separated) with `find`."
+            "`paper`, or give `paper` (up to 10, comma-separated) with `find`."
         )
     return format_find_across(request.words, hits, counts, failures, everything=papers is None)
 

@@ -270,16 +270,13 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
         totals = [total + value for total, value in zip(totals, row)]
         print(
             f"| {arxiv_id} | {len(pdf.pages)} | {layout_seconds / len(pdf.pages):.2f} | "
-            f"{len(by_layout)} | "
-            f"{legacy_seconds / len(pdf.pages):.2f} | {row[4]} | {font_seconds * 1000:.0f} | "
-            f"{len(by_font)} | "
-            f"{', '.join(lost) or 'none'} |"
+            f"{len(by_layout)} | {legacy_seconds / len(pdf.pages):.2f} | {row[4]} | "
+            f"{font_seconds * 1000:.0f} | {len(by_font)} | {', '.join(lost) or 'none'} |"
         )
     pages = totals[0]
     print(
         f"| all | {pages} | {totals[1] / pages:.2f} | {totals[2]} | {totals[3] / pages:.2f} | "
-        f"{totals[4]} | "
-        f"{totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |"
+        f"{totals[4]} | {totals[5] * 1000:.0f} | {totals[6]} | {totals[7]} |"
     )
 
 
@@ -543,15 +540,13 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
     )
     print(
         f"| cold overview of {short_id} while {long_id} converts for a `full` read | "
-        f"{settings.min_interval:g} s "
-        f"| {beside:.2f} s | |"
+        f"{settings.min_interval:g} s | {beside:.2f} s | |"
     )
     search, drained, busy = flood(pdfs, settings)
     print(
         "| a flood of 30 cold reads (5 s deadline): a search asked meanwhile / every queued "
-        "request done "
-        f"| 1 s | {search:.2f} s / {drained:.1f} s | {busy} of 30 told at once that the server is "
-        "busy |"
+        f"request done | 1 s | {search:.2f} s / {drained:.1f} s | {busy} of 30 told at once that "
+        "the server is busy |"
     )
     if len(pdfs) >= 8:  # through the MCP stdio server, in a fresh process
         ids = sorted(pdfs, key=lambda i: len(pdfs[i]))[-8:]  # the largest PDFs
@@ -559,10 +554,9 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         peak, seconds = server_calls(env, [{"paper": i} for i in ids], linger=10.0)
         print(
             "| eight overviews of the eight largest papers at once, stdio server: the slowest "
-            "(converting all "
-            f"eight: {sum(bases[i] for i in ids):.0f} s) | {settings.min_interval:g} s | "
-            f"{max(seconds):.2f} s | "
-            f"server's peak RSS {peak:.0f} MB, with 10 s of background work after |"
+            f"(converting all eight: {sum(bases[i] for i in ids):.0f} s) | "
+            f"{settings.min_interval:g} s | {max(seconds):.2f} s | server's peak RSS {peak:.0f} "
+            "MB, with 10 s of background work after |"
         )
 
 
@@ -573,8 +567,7 @@ def check(pdfs: dict[str, bytes]) -> int:
     number of findings."""
     print(
         "| paper | pages | captions (overview) | figures / tables with a region | equations "
-        "(numbered) "
-        "| debris | seconds |"
+        "(numbered) | debris | seconds |"
     )
     print("|---|---|---|---|---|---|---|")
     findings, costs = 0, {"figure or table": [], "equation": []}
@@ -602,8 +595,7 @@ def check(pdfs: dict[str, bytes]) -> int:
         equations = [r for r in pdf.regions if r.kind == "Equation"]
         print(
             f"| {arxiv_id} | {pdf.page_count} | {len(captions)} | {len(visuals)} | "
-            f"{len(equations)} "
-            f"({sum(bool(r.number) for r in equations)}) | "
+            f"{len(equations)} ({sum(bool(r.number) for r in equations)}) | "
             f"{', '.join(f'{len(v)} {k}' for k, v in found.items()) or 'none'} | {seconds:.1f} |"
         )
     print(f"\n{findings} findings in {len(pdfs)} papers")
@@ -862,8 +854,7 @@ def report_overviews(pdfs: dict[str, bytes]) -> None:
     )
     print(
         "| sizes: median, largest (budget: ≤ 4,000, never > 4,500) | "
-        f"{statistics.median(sizes):,.0f}, "
-        f"{max(sizes):,} chars over all {len(sizes)} | |"
+        f"{statistics.median(sizes):,.0f}, {max(sizes):,} chars over all {len(sizes)} | |"
     )
     print(f"| shown sentences that only announce their section | {announcing} of {sentences} | |")
     print(
@@ -953,8 +944,7 @@ def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
         f"| three stdio servers on one folder, 3 s pace (`{Path(server).name}`) | request starts "
         "per host: "
         "smallest gap | overlapping requests | downloads per page | metadata asks per paper | API "
-        "requests for "
-        "three searches 1 s apart under a 429 throttle |\n|---|---|---|---|---|---|"
+        "requests for three searches 1 s apart under a 429 throttle |\n|---|---|---|---|---|---|"
     )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
@@ -983,8 +973,7 @@ def report_machine(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             print(
                 f"| run {run + 1} | {min(gaps, default=0):.2f} s | {overlaps} | "
                 f"{', '.join(f'{p} {n}' for p, n in sorted(pages.items()))} | "
-                f"{metadata / len(ids):g} | "
-                f"{searches} |"
+                f"{metadata / len(ids):g} | {searches} |"
             )
     api.shutdown()
     html.shutdown()
@@ -1027,11 +1016,9 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
                 sys.executable,
                 "-c",
                 (
-                    "import sys, time, arxiv_mcp as am\n"
-                    "limiter = am.SharedLimiter(3.0, sys.argv[1])\n"
-                    "with limiter.slot('127.0.0.1'):\n"
-                    "    print('holding', flush=True)\n"
-                    "    time.sleep(5)\n"
+                    "import sys, time, arxiv_mcp as am\nlimiter = am.SharedLimiter(3.0, "
+                    "sys.argv[1])\nwith limiter.slot('127.0.0.1'):\n    print('holding', "
+                    "flush=True)\n    time.sleep(5)\n"
                 ),
                 folder,
             ],
@@ -1047,8 +1034,7 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
         assert "kept on disk" in overview, overview[:500]
         print(
             "| an overview kept on disk, after a restart, while another process holds the host's "
-            "turn for 5 s "
-            f"| {seconds * 1e3:.1f} |"
+            f"turn for 5 s | {seconds * 1e3:.1f} |"
         )
         holder.wait()
         server.shutdown()
@@ -1162,9 +1148,8 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
 
     print(
         f"| `{Path(server).name}`, run | warm HTML section beside the 64-page PDF: median / p95 / "
-        "worst | server "
-        "RSS: HTML only / peak while the PDF converts / after the converters exit (their peaks) | "
-        f"overviews after a restart ({', '.join(again_ids)}) |\n|---|---|---|---|"
+        "worst | server RSS: HTML only / peak while the PDF converts / after the converters exit "
+        f"(their peaks) | overviews after a restart ({', '.join(again_ids)}) |\n|---|---|---|---|"
     )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
@@ -1194,10 +1179,9 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     structures.stop()
     print(
         f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second "
-        f"{warm:.2f} s; its first "
-        f"page (the layout model loads) {started:.2f} s; a new one without the layout model: its "
-        "first structure "
-        f"pass {light:.2f} s, its RSS then {structures_rss:.0f} MB | | | |"
+        f"{warm:.2f} s; its first page (the layout model loads) {started:.2f} s; a new one without "
+        f"the layout model: its first structure pass {light:.2f} s, its RSS then "
+        f"{structures_rss:.0f} MB | | | |"
     )
 
 
@@ -1260,8 +1244,7 @@ def report_pace(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     urls = stand_in_settings(stand_in)
     print(
         "| run | wall time (search to last answer) | the limiter's floor | calls (s) | requests "
-        "(s after the search) |"
-        "\n|---|---|---|---|---|"
+        "(s after the search) |\n|---|---|---|---|---|"
     )
     for run in range(runs):
         with tempfile.TemporaryDirectory() as folder:
@@ -1337,9 +1320,8 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
                 floor = 3.0 * max(0, max(hosts.values(), default=1) - 1)
                 print(
                     f"| {name} (run {run + 1}) | {len(requests)}: {', '.join(requests)} | "
-                    f"{seconds:.2f} s | "
-                    f"{floor:.0f} s | {statistics.median(overviews) * 1e3:.0f} ms / "
-                    f"{max(overviews) * 1e3:.0f} ms |"
+                    f"{seconds:.2f} s | {floor:.0f} s | {statistics.median(overviews) * 1e3:.0f} "
+                    f"ms / {max(overviews) * 1e3:.0f} ms |"
                 )
                 wait_idle(library)
     api.shutdown()
@@ -1549,15 +1531,13 @@ def main() -> None:
         print(f"| {name} | {median_of(name) * 1000:.2f} ms | |")
     print(
         f"| cold full text of {gap_id} with arXiv's 3 s limiter gap ({gap_conversion:.2f} s "
-        "without it) "
-        f"| {gap:.2f} s | target ≤ max(conversion, 3 s) + 0.5 s = "
+        f"without it) | {gap:.2f} s | target ≤ max(conversion, 3 s) + 0.5 s = "
         f"{max(gap_conversion, 3.0) + 0.5:.2f} s |"
     )
     print(
         "| overview size (budget: ≤ 4,000 typical, never > 4,500) | "
-        f"{statistics.median(sizes):,.0f} chars; "
-        f"largest {max(sizes):,.0f}; {sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ "
-        "4,000 | |"
+        f"{statistics.median(sizes):,.0f} chars; largest {max(sizes):,.0f}; "
+        f"{sum(s <= 4000 for s in sizes)} of {len(sizes)} papers ≤ 4,000 | |"
     )
     for name, seconds in ready.items():
         print(f"| server start to `tools/list` (`{name}`, SDK stdio client) | {seconds:.2f} s | |")

@@ -588,10 +588,8 @@ def overlapping(threads: int, body: Callable[[int], None]) -> None:
 
 def test_an_assertion_that_fails_in_a_thread_fails_its_test(tmp_path):
     (tmp_path / "test_thread.py").write_text(
-        "import threading\n\n"
-        "def test_in_a_thread():\n"
-        "    worker = threading.Thread(target=lambda: exec('assert 1 == 2'))\n"
-        "    worker.start()\n"
+        "import threading\n\ndef test_in_a_thread():\n"
+        "    worker = threading.Thread(target=lambda: exec('assert 1 == 2'))\n    worker.start()\n"
         "    worker.join()\n"
     )
     run = subprocess.run(
@@ -913,10 +911,8 @@ def timed_requests(latency: float):
 
 
 GET_TWICE = (
-    "import arxiv_mcp as am\n"
-    "settings = am.Settings(api_url=sys.argv[2] + '/api/query')\n"
-    "limiter = am.SharedLimiter(float(sys.argv[3]), sys.argv[1])\n"
-    "for _ in range(2):\n"
+    "import arxiv_mcp as am\nsettings = am.Settings(api_url=sys.argv[2] + '/api/query')\n"
+    "limiter = am.SharedLimiter(float(sys.argv[3]), sys.argv[1])\nfor _ in range(2):\n"
     "    am.http_get(settings.api_url, accept='*/*', max_bytes=100, settings=settings, "
     "limiter=limiter)\n"
 )
@@ -1042,11 +1038,9 @@ def test_a_429_seen_by_one_process_silences_the_others_until_its_cool_down_ends(
     server = serve(answer)
     environment = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
     search = (
-        "import arxiv_mcp as am\n"
-        "am.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
+        "import arxiv_mcp as am\nam.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
         "time.sleep(float(sys.argv[1]))  # the others search once the first has been throttled\n"
-        "started = time.monotonic()\n"
-        "answer = am.arxiv_tool(query='quantum')\n"
+        "started = time.monotonic()\nanswer = am.arxiv_tool(query='quantum')\n"
         "print(round(time.monotonic() - started, 2), answer)\n"
     )
     try:
@@ -1088,8 +1082,7 @@ def test_the_same_paper_asked_by_two_processes_at_once_is_downloaded_once(tmp_pa
     server = serve(slowly)
     environment = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
     read = (
-        "import json, arxiv_mcp as am\n"
-        "am.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
+        "import json, arxiv_mcp as am\nam.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
         "print(json.dumps(am.arxiv_tool(paper='2203.00274v2')))\n"
     )
     try:
@@ -1117,10 +1110,8 @@ def test_a_process_killed_while_it_holds_the_turn_keeps_no_one_waiting(tmp_path)
     server = serve(answer)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     get = (
-        "import arxiv_mcp as am\n"
-        "settings = am.Settings(api_url=sys.argv[2] + sys.argv[3])\n"
-        "limiter = am.SharedLimiter(0.2, sys.argv[1])\n"
-        "print('ready', flush=True)\n"
+        "import arxiv_mcp as am\nsettings = am.Settings(api_url=sys.argv[2] + sys.argv[3])\n"
+        "limiter = am.SharedLimiter(0.2, sys.argv[1])\nprint('ready', flush=True)\n"
         "am.http_get(settings.api_url, accept='*/*', max_bytes=100, settings=settings, "
         "limiter=limiter)\n"
     )
@@ -1622,8 +1613,7 @@ def sent_query(env):
                 submitted_from="2023-01-01",
                 submitted_to="2023-12-31",
             ),
-            "search_query=all:transformers%20AND%20%28cat:cs.CL%20OR%20cat:cs.LG%29%20AND%20"
-            "submittedDate:%5B202301010000%20TO%20202312312359%5D&start=0&max_results=10&sortBy=relevance"
+            "search_query=all:transformers%20AND%20%28cat:cs.CL%20OR%20cat:cs.LG%29%20AND%20submittedDate:%5B202301010000%20TO%20202312312359%5D&start=0&max_results=10&sortBy=relevance"
             "&sortOrder=descending",
         ),
         (
@@ -1980,8 +1970,7 @@ def latexml(body: str) -> str:
     return (
         '<html><body><article class="ltx_document"><section class="ltx_section" id="S1">'
         '<h2 class="ltx_title ltx_title_section"><span class="ltx_tag ltx_tag_section">1 '
-        "</span>Method</h2>"
-        f"{body}</section></article></body></html>"
+        f"</span>Method</h2>{body}</section></article></body></html>"
     )
 
 
@@ -2785,8 +2774,7 @@ def transformer_page() -> str:
         open_levels.append(number)
         words = " ".join(
             f"The {title.lower()} part {n} weighs queries against keys by their scaled dot "
-            "products, "
-            "then normalises the weights with a softmax over every position."
+            "products, then normalises the weights with a softmax over every position."
             for n in range(1, 8)
         )
         parts.append(
@@ -2826,8 +2814,7 @@ def test_the_transformers_overview_lists_its_subsections_and_outline_lists_every
     assert all(f"{number} {title}" in overview for number, title in TRANSFORMER_HEADINGS)
     assert (
         "3.2.1 Scaled Dot-Product Attention · 3.2.2 Multi-Head Attention · 3.2.3 Applications of "
-        "Attention in "
-        "our Model"
+        "Attention in our Model"
     ) in overview and "subsections" not in overview
     assert "- **3 Model Architecture** (" in overview and "- **3.2.1 " not in overview
     outline = call(paper="1706.03762v7", section="outline")
@@ -3038,11 +3025,10 @@ def test_repository_links_on_corpus_pages(pdf, page, expected):
 def test_repository_links_are_cut_to_the_repository_and_listed_with_their_section():
     markdown = (
         "## 1 Introduction\nCode: https://github.com/org/tool/tree/main/src and "
-        "`github.com/org/tool`.\n"
-        "## 2 Data\nSee huggingface.co/datasets/org/set, https://huggingface.co/docs/x and "
-        "https://example.com/github.com/a/b.\n"
-        "## References\n- [1] A. Other. Their tool. https://github.com/other/tool, 2020.\n"
-        "- [2] B. Other. Footnote style: 2https://gitlab.com/x/y 2021.\n"
+        "`github.com/org/tool`.\n## 2 Data\nSee huggingface.co/datasets/org/set, "
+        "https://huggingface.co/docs/x and https://example.com/github.com/a/b.\n## References\n- "
+        "[1] A. Other. Their tool. https://github.com/other/tool, 2020.\n- [2] B. Other. Footnote "
+        "style: 2https://gitlab.com/x/y 2021.\n"
     )
     assert [u for _, u in am.repository_links(markdown)] == [
         "https://github.com/org/tool",
@@ -3419,8 +3405,7 @@ def test_a_request_that_makes_no_sense_gets_a_short_error_that_says_how(
 def test_mode_words_win_over_section_titles_and_references_names_the_list_by_its_role(env):
     markdown = (
         "## 1 Introduction\n\nWhy.\n\n## 2 Overview\n\nThe plan.\n\n## 3 Full model\n\nAll of "
-        "it.\n\n"
-        "## Bibliography\n\n[1] A. Author, A paper (2020).\n"
+        "it.\n\n## Bibliography\n\n[1] A. Author, A paper (2020).\n"
     )
     sections = am.find_sections(markdown)
     # a section titled so is read by its number:
@@ -3742,13 +3727,11 @@ FIGURE_WITH_TEXT = (
     'display="inline">'
     "<mi>a</mi></math></td></tr></table>"
     '<figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">(a) </span>A '
-    "profile.</figcaption>"
-    "</figure></div>"
+    "profile.</figcaption></figure></div>"
     '<div class="ltx_flex_cell"><figure class="ltx_figure ltx_figure_panel" id="S1.F1.sf2">'
     '<img class="ltx_graphics" src="x1.png" alt=""/>'
     '<figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">(b) </span>A '
-    "plot.</figcaption>"
-    "</figure></div></div>"
+    "plot.</figcaption></figure></div></div>"
     '<table class="ltx_equation ltx_eqn_table" id="S1.E3"><tr class="ltx_equation ltx_eqn_row">'
     '<td class="ltx_eqn_cell ltx_align_center"><math alttext="f(x)=\\sum_{i}x_{i}" '
     'display="block"><mi>f</mi></math>'
@@ -3757,8 +3740,7 @@ FIGURE_WITH_TEXT = (
     '<div class="ltx_inline-block ltx_minipage"><p class="ltx_p">Each voter ranks the candidates '
     "once.</p></div>"
     '<figcaption class="ltx_caption"><span class="ltx_tag ltx_tag_figure">Figure 1: </span>Two '
-    "profiles."
-    "</figcaption></figure>"
+    "profiles.</figcaption></figure>"
 )
 
 
@@ -3767,9 +3749,8 @@ def test_a_figure_that_holds_text_gives_it_after_its_caption_each_panel_after_it
     entry = paper.text.markdown[paper.text.markdown.index("*[Figure 1:") :]
     assert entry.startswith(
         '*[Figure 1: an image of it with section="figure 1"]*\nFigure 1: Two profiles. '
-        "Panels: (a) A profile.; (b) A plot..\n\n(a)\n\n| Voter |  |\n|---|---|\n"
-        "| 1 | $a\\succ b$ |\n\n$$f(x)=\\sum_{i}x_{i}$$ (3)\n\n"
-        "Each voter ranks the candidates once.\n"
+        "Panels: (a) A profile.; (b) A plot..\n\n(a)\n\n| Voter |  |\n|---|---|\n| 1 | $a\\succ "
+        "b$ |\n\n$$f(x)=\\sum_{i}x_{i}$$ (3)\n\nEach voter ranks the candidates once.\n"
     )
     # a panel of pictures alone: no label, no text
     assert "(b)" not in entry.split("Panels:")[1].split("..")[1]
@@ -4197,12 +4178,10 @@ def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path
     server = serve(lambda path, query: asked.append(path) or answer(path, query))
     base = f"http://127.0.0.1:{server.server_address[1]}"
     code = (
-        "import sys, arxiv_mcp as am\n"
-        "read = lambda **kw: am.arxiv_tool(paper='2203.00274v2', **kw)\n"
-        "assert \"from arXiv's HTML\" in read() and '$$' in read(section='2') and 'Full Text "
-        "(HTML)' in "
-        "read(section='full') and 'match' in read(find='row ids')\n"
-        "print('pymupdf' in sys.modules, 'pymupdf4llm' in sys.modules)"
+        "import sys, arxiv_mcp as am\nread = lambda **kw: am.arxiv_tool(paper='2203.00274v2', "
+        "**kw)\nassert \"from arXiv's HTML\" in read() and '$$' in read(section='2') and 'Full "
+        "Text (HTML)' in read(section='full') and 'match' in read(find='row "
+        "ids')\nprint('pymupdf' in sys.modules, 'pymupdf4llm' in sys.modules)"
     )
     try:
         out = subprocess.run(
@@ -4561,10 +4540,9 @@ def test_reference_lists_are_counted_and_their_arxiv_ids_listed(pdf, entries, id
 def test_cited_ids_in_every_form_without_versions_or_the_papers_own():
     text = (
         "[1] A. B. Preprint, arXiv preprint arXiv:2104.08809v2, 2021.\n[2] C. D., "
-        "arXiv:2104.\n08809 again.\n"
-        "[3] E. F., https://arxiv.org/abs/1706.03762v5.\n[4] G. H., hep-\nth/9711200.\n"
-        "[5] I. J., 1207.7214 [hep-ex].\n[6] K. L., arXiv:1111.2011v2 (itself).\n[7] M. N., "
-        "10.1103/PhysRevB.1\n"
+        "arXiv:2104.\n08809 again.\n[3] E. F., https://arxiv.org/abs/1706.03762v5.\n[4] G. H., "
+        "hep-\nth/9711200.\n[5] I. J., 1207.7214 [hep-ex].\n[6] K. L., arXiv:1111.2011v2 "
+        "(itself).\n[7] M. N., 10.1103/PhysRevB.1\n"
     )
     assert am.cited_arxiv_ids(text, "1111.2011v2") == [
         "2104.08809",
@@ -5107,8 +5085,7 @@ def test_a_cache_that_cannot_be_written_is_turned_off_once_and_the_server_reads_
 
 def test_two_processes_writing_the_same_file_at_once_leave_a_whole_one(tmp_path):
     code = (
-        "import sys, arxiv_mcp as am\n"
-        "cache = am.DiskCache(sys.argv[1], 10**9)\n"
+        "import sys, arxiv_mcp as am\ncache = am.DiskCache(sys.argv[1], 10**9)\n"
         "for n in range(200): cache.put('pdf', '2101.00001v1', sys.argv[2].encode() * 50_000)\n"
     )
     writers = [
@@ -5198,8 +5175,7 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
         "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
         "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
         "assert am.arxiv_answer(paper='1111.2011v2', section='figure 1').images  # rendered by a "
-        "converter\n"
-        "converter = am.LIBRARY.scheduler.converter.process is not None\n"
+        "converter\nconverter = am.LIBRARY.scheduler.converter.process is not None\n"
         "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n"
     )
     runs, environment = [], server_environment(base, tmp_path)
