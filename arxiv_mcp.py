@@ -1951,13 +1951,7 @@ class _Text:
 # heading, and never left in a clean page (``_repaired``).
 _PICTURE_START, _PICTURE_END = "<!-- Start of picture text -->", "<!-- End of picture text -->"
 # how a Markdown table, quote, image, HTML or code line starts
-_NOT_PROSE = (
-    "|",
-    ">",
-    "!",
-    "<",
-    "```",
-)
+_NOT_PROSE = ("|", ">", "!", "<", "```")
 
 
 def _candidate_lines(markdown: str) -> list[_Line]:
@@ -2502,10 +2496,7 @@ class SectionSummary:
 
 
 # where a text comes from, as the overview says it
-_PDF_SOURCE, _HTML_SOURCE = (
-    "the PDF",
-    "arXiv's HTML",
-)
+_PDF_SOURCE, _HTML_SOURCE = ("the PDF", "arXiv's HTML")
 
 
 @dataclass(frozen=True)
@@ -2537,11 +2528,7 @@ class Overview:
 _SENTENCE_WINDOW = 3_000  # characters at the start of a section that hold its first sentence
 _SENTENCE_CHARS = 150  # a row's sentence is cut at a word boundary past this
 # a figure's line, an equation's: a section's first sentence is prose
-_NOT_SENTENCES = (
-    "*[",
-    "$$",
-    "*Equation",
-)
+_NOT_SENTENCES = ("*[", "$$", "*Equation")
 # A sentence: twenty characters or more up to a stop that no abbreviation or initial ("e.g.",
 # "Fig.", "J.") ends.
 _SENTENCE = re.compile(
@@ -5327,12 +5314,7 @@ def format_outline(
         ]
     head = f"# Outline of arXiv:{paper.arxiv_id}: {paper.title}\n\n{_text_summary(overview)}\n\n"
     top = min((row.section.level for row in rows), default=1)
-    # sentences for every heading, for the top ones, for none: within the limit
-    for depth in (
-        9,
-        top,
-        0,
-    ):
+    for depth in (9, top, 0):  # sentences for every heading, for the top ones, for none
         document = head + _section_rows(rows, _Fit(sentence_depth=depth))
         if len(document) <= _OVERVIEW_LIMIT:
             break
@@ -5696,10 +5678,7 @@ def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], s
 # Finding across papers: the ones named, or every paper this server has read, on one scale.
 _FIND_PAPERS = 10  # papers one `find` names at most
 # BM25's usual weights: how fast repeats saturate, how much length counts
-_BM25_K1, _BM25_B = (
-    1.2,
-    0.75,
-)
+_BM25_K1, _BM25_B = (1.2, 0.75)
 # BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not
 # against the average: a raw text layer's blocks can be lines of 100 characters, against which every
 # paragraph is long.

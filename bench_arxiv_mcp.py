@@ -222,16 +222,7 @@ def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
         "|\n|---|---|---|---|---|---|---|---|---|"
     )
     # pages; layout s, sections; legacy s, sections; font s, sections, lost
-    totals = [
-        0,
-        0.0,
-        0,
-        0.0,
-        0,
-        0.0,
-        0,
-        0,
-    ]
+    totals = [0, 0.0, 0, 0.0, 0, 0.0, 0, 0]
     for arxiv_id, data in pdfs.items():
         if structure(data, max_pages) == "bookmarks":
             continue
@@ -514,10 +505,7 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         for _ in range(runs):
             library = am.PaperLibrary(gapped, am.RateLimiter(gap))
             # as ``use_the_machine`` gives
-            converters = (
-                am.ConverterProcess(),
-                am.ConverterProcess(layout=False),
-            )
+            converters = (am.ConverterProcess(), am.ConverterProcess(layout=False))
             library.scheduler.converter, library.scheduler.structure_converter = converters
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():

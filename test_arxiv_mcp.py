@@ -2937,10 +2937,7 @@ def test_affiliation_footnotes_are_no_headings():
         for section in am.pdf_outline(corpus_file("pdf", "1503.07589v1.pdf").read_bytes())
     ]
     # a letter: no "Z Also at Wigner Research Centre …"
-    assert labels == [
-        "Acknowledgments",
-        "References",
-    ]
+    assert labels == ["Acknowledgments", "References"]
     assert not am._looks_like_heading("D Also at State Key Laboratory of Particle Detection")
     assert am._looks_like_heading("D Additional material")
 
@@ -3341,11 +3338,7 @@ def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
     boxes = [
         (0, (66, 313, 287, 383), "W soft = − 1 2 ln"),  # unnumbered first rows
         # 19 pt below, starts with "+": the same equation
-        (
-            1,
-            (54, 402, 313, 518),
-            "+ c 4 β 1 − q 2 (2.4)",
-        ),
+        (1, (54, 402, 313, 518), "+ c 4 β 1 − q 2 (2.4)"),
         (2, (82, 557, 300, 632), "β = 1 − q 2 (2.5)"),  # 39 pt below: the next equation
         (3, (82, 636, 300, 650), "ζ = c 4 (2.6)"),  # right below, but both numbered: two equations
         (4, (330, 660, 563, 680), "+ x"),  # another column
@@ -3358,11 +3351,7 @@ def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
     [
         (None, None, am.ReadRequest(am.READ_MODES["overview"])),
         # the word an agent writes, in any case
-        (
-            "  OverView ",
-            None,
-            am.ReadRequest(am.READ_MODES["overview"]),
-        ),
+        ("  OverView ", None, am.ReadRequest(am.READ_MODES["overview"])),
         ("Full", None, am.ReadRequest(am.READ_MODES["full"])),
         ("bibTeX", None, am.ReadRequest(am.READ_MODES["bibtex"])),
         ("2.1, Results", None, am.ReadRequest(am.READ_MODES["sections"], ("2.1", "Results"))),
@@ -3384,11 +3373,7 @@ def test_a_read_request_is_parsed_once_into_its_mode(section, find, expected):
     "section, find, message",
     [
         # the mode word without its argument
-        (
-            "find",
-            None,
-            'give `find` its words (find="Drude weight")',
-        ),
+        ("find", None, 'give `find` its words (find="Drude weight")'),
         ("full, 2", None, '"full" goes alone in `section`'),
         ("overview", "Drude", "`find` searches the paper or some of its sections"),
     ],
@@ -4053,11 +4038,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     call(paper="2203.00274v2")
     answer = am.arxiv_answer(paper="2203.00274v2", section="equation 2")
     # the PDF, on first use
-    assert paths(html_env) == [
-        "/html/2203.00274v2",
-        "/api/query",
-        "/pdf/2203.00274v2",
-    ]
+    assert paths(html_env) == ["/html/2203.00274v2", "/api/query", "/pdf/2203.00274v2"]
     assert not answer.is_error and len(answer.images) == 1
     assert re.search(
         r"\*\*Equation \(2\)\*\* \(p\. 3, section \"2 Preliminaries: Tapas for Table Encoding\"; "
@@ -4197,10 +4178,7 @@ def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path
         server.shutdown()
     assert out.stdout.split() == ["False", "False"], out.stderr
     # four reads: one page of HTML, one metadata request
-    assert asked == [
-        "/html/2203.00274v2",
-        "/api/query",
-    ]
+    assert asked == ["/html/2203.00274v2", "/api/query"]
 
 
 # Code and algorithms from arXiv's HTML (issue 33)
@@ -4456,10 +4434,7 @@ def test_find_without_a_match_names_the_sections_and_is_no_error(env, transport_
         'No passage of this paper matches `qwertyzzz`. Its sections: "I" INTRODUCTION,'
     )
     # the papers read: this one
-    across, alone = (
-        call(find="Drude"),
-        call(paper=transport_paper, find="Drude"),
-    )
+    across, alone = (call(find="Drude"), call(paper=transport_paper, find="Drude"))
     count = re.match(r"(\d+) passages", alone.splitlines()[1])[1]
     assert across.startswith(
         f"# `Drude` in the 1 paper read\n{count} passages match, in 1 of the 1 paper read;"
@@ -4518,11 +4493,7 @@ def raw_reference_list(pdf_path):
         ),
         ("2206.10883v3", 64, None),  # numbered [1]..[64]
         # author-year (AAS), counted by hand: Boslough ... Werner
-        (
-            "1707.04066v1",
-            26,
-            ["1705.08633"],
-        ),
+        ("1707.04066v1", 26, ["1705.08633"]),
         ("1111.2011v2", 20, []),  # numbered 1..20 without brackets (REVTeX)
     ],
 )
@@ -5919,11 +5890,7 @@ NO_ENTRY_FEED = (DATA / "2026_empty_idlist_0000.0000_totalResults0.xml").read_by
 OWN_METADATA = "> Metadata from the paper itself: arXiv's API "
 FAULTS = {
     # a throttle
-    "503 then success": (
-        "api/query",
-        lambda: [http_error(API_URL, 503)],
-        OWN_METADATA,
-    ),
+    "503 then success": ("api/query", lambda: [http_error(API_URL, 503)], OWN_METADATA),
     "502 then success": ("/pdf/", lambda: [http_error(PDF_URL, 502)], None),
     "429 with Retry-After": (
         "api/query",
