@@ -2603,13 +2603,10 @@ def _first_sentence(text: str, labels: Sequence[str]) -> str:
     )
 
 
-def _section_at(
-    sections: Sequence[Section], offset: int, *, by_page: bool = False
-) -> Section | None:
-    """The section of ``sections`` (in reading order) that holds ``offset`` in their text, the
-    innermost: the last to start at or before it; None before the first.  ``by_page``: that holds
-    page ``offset``."""
-    return next((s for s in reversed(sections) if (s.page if by_page else s.start) <= offset), None)
+def _section_at(sections: Sequence[Section], at: int, *, by_page: bool = False) -> Section | None:
+    """The section of ``sections`` (in reading order) that holds ``at``, an offset in their text
+    (``by_page``: a page), the innermost: the last to start at or before it; None before the first."""
+    return next((s for s in reversed(sections) if (s.page if by_page else s.start) <= at), None)
 
 
 def _overview(
