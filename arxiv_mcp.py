@@ -2605,7 +2605,8 @@ def _first_sentence(text: str, labels: Sequence[str]) -> str:
 
 def _section_at(sections: Sequence[Section], at: int, *, by_page: bool = False) -> Section | None:
     """The section of ``sections`` (in reading order) that holds ``at``, an offset in their text
-    (``by_page``: a page), the innermost: the last to start at or before it; None before the first."""
+    (``by_page``: a page), the innermost: the last to start at or before it; None before the
+    first."""
     return next((s for s in reversed(sections) if (s.page if by_page else s.start) <= at), None)
 
 
