@@ -7870,10 +7870,9 @@ def read_paper(
     return read_answer(paper, section, find=find, library=library, on_progress=on_progress).text
 
 
-def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> str:
-    """The tool's search half: a caller waits for it, so it goes before background downloads."""
+def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None) -> str:
+    """The tool's search: a caller waits for it, so it goes before background downloads."""
     library = library or LIBRARY
-    request = build_search(**arguments)
     deadline = _deadline(library.settings, library.limiter)
     try:  # a caller waits: with no patience for a throttle, not even for its turn behind a download
         if cooling := library.limiter.cooling(_service(library.settings.api_url)):
@@ -7898,57 +7897,108 @@ def search_papers(*, library: PaperLibrary | None = None, **arguments: Any) -> s
 
 # What the tool answers a call that asks for two things at once, or for nothing.
 _READ_OR_SEARCH = "give either `paper` (to read) or `query`/`categories` (to search), not both."
-_FIND_OR_QUERY = "`find` searches the text of papers, `query` arXiv's catalogue: give one of them."
+_FIND_OR_QUERY = (
+    "`find` searches the text of papers (or, with `categories` alone, the day's listing), `query` "
+    "arXiv's catalogue: give one of them."
+)
 _NOTHING_ASKED = "give `paper` to read a paper, or `query`/`categories` to search arXiv."
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One call of the tool: the eleven arguments of its schema, by their names, as the model gave
+    them (``categories`` a list or one string of codes separated by commas or spaces)."""
+
+    paper: str | None = None
+    section: str | None = None
+    find: str | None = None
+    query: str | None = _DEFAULT["query"]
+    categories: Sequence[str] | str | None = _DEFAULT["categories"]
+    submitted_from: str | None = _DEFAULT["submitted_from"]
+    submitted_to: str | None = _DEFAULT["submitted_to"]
+    sort: str = _DEFAULT["sort"]
+    order: str = _DEFAULT["order"]
+    max_results: int = _DEFAULT["max_results"]
+    start: int = _DEFAULT["start"]
+
+    @property
+    def category_list(self) -> list[str]:
+        given = self.categories or ()
+        named = re.split(r"[,\s]+", given) if isinstance(given, str) else given
+        return [category for category in named if category.strip()]
+
+    @property
+    def searching(self) -> bool:
+        """Whether the call asks for papers by what the catalogue knows: ``query`` or categories."""
+        return bool((self.query or "").strip() or self.category_list)
+
+    def search(self) -> SearchRequest:
+        """The call's search, validated (``build_search``)."""
+        arguments = {name: getattr(self, name) for name in SEARCH_PARAMETERS}
+        return build_search(**{**arguments, "categories": self.category_list})
+
+
+@dataclass(frozen=True)
+class ToolMode:
+    """One thing the tool does, declared once: which calls ask for it, and its answer."""
+
+    name: str
+    asks: Callable[[ToolCall], bool]
+    answer: Callable[[ToolCall, PaperLibrary, Progress | None], Answer]
+
+
+def answer_read(call: ToolCall, library: PaperLibrary, on_progress: Progress | None) -> Answer:
+    """A paper read (``read_answer``), or ``find`` across several papers."""
+    assert call.paper is not None  # the mode asks for it
+    return read_answer(
+        call.paper, call.section, find=call.find, library=library, on_progress=on_progress
+    )
+
+
+def answer_find_across(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
+    """``find`` across every paper read so far (``find_in_papers``)."""
+    return Answer(find_in_papers(None, call.find, call.section, library=library))
+
+
+def answer_search(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
+    """One page of an API search (``search_papers``)."""
+    return Answer(search_papers(call.search(), library=library))
+
+
+# What the tool does, each declared once, asked in this order: the first whose ``asks`` holds
+# answers.  A new top-level mode is one entry here, its answer function and its tests.
+TOOL_MODES = {
+    mode.name: mode
+    for mode in (
+        ToolMode(name="read", asks=lambda call: bool(call.paper), answer=answer_read),
+        ToolMode(
+            name="find across",
+            asks=lambda call: bool(call.find) and not call.searching,
+            answer=answer_find_across,
+        ),
+        ToolMode(
+            name="search",
+            asks=lambda call: call.searching and not call.find,
+            answer=answer_search,
+        ),
+    )
+}
+
+
 def arxiv_answer(
-    paper: str | None = None,
-    section: str | None = None,
-    find: str | None = None,
-    query: str | None = None,
-    categories: list[str] | str | None = None,
-    submitted_from: str | None = None,
-    submitted_to: str | None = None,
-    sort: str = _DEFAULT["sort"],
-    order: str = _DEFAULT["order"],
-    max_results: int = _DEFAULT["max_results"],
-    start: int = _DEFAULT["start"],
-    *,
-    library: PaperLibrary | None = None,
-    on_progress: Progress | None = None,
+    call: ToolCall, *, library: PaperLibrary | None = None, on_progress: Progress | None = None
 ) -> Answer:
-    """The one tool: read a paper (``paper``, ``section``) or search (the rest).
+    """The one tool: the answer of the first of ``TOOL_MODES`` that ``call`` asks for.
 
     Always answers Markdown (with images when figures, tables or equations are asked for); failures
     become a short note starting with ERROR and never an exception, so the server keeps serving."""
     try:
-        if isinstance(categories, str):
-            categories = [c for c in re.split(r"[,\s]+", categories) if c]
-        searching = bool((query or "").strip() or categories)
-        if paper and searching:
+        if call.paper and call.searching:
             return Answer(f"{ERROR} {_READ_OR_SEARCH}")
-        if paper:
-            return read_answer(paper, section, find=find, library=library, on_progress=on_progress)
-        if find and not searching:
-            return Answer(find_in_papers(None, find, section, library=library))
-        if find:
-            return Answer(f"{ERROR} {_FIND_OR_QUERY}")
-        if searching:
-            return Answer(
-                search_papers(
-                    library=library,
-                    query=query,
-                    categories=categories,
-                    submitted_from=submitted_from,
-                    submitted_to=submitted_to,
-                    sort=sort,
-                    order=order,
-                    max_results=max_results,
-                    start=start,
-                )
-            )
-        return Answer(f"{ERROR} {_NOTHING_ASKED}")
+        mode = next((mode for mode in TOOL_MODES.values() if mode.asks(call)), None)
+        if mode is None:
+            return Answer(f"{ERROR} {_FIND_OR_QUERY if call.find else _NOTHING_ASKED}")
+        return mode.answer(call, library or LIBRARY, on_progress)
     except ArxivError as error:
         return Answer(f"{ERROR} {error}")
     except Exception as error:
@@ -7959,10 +8009,12 @@ def arxiv_answer(
         )
 
 
-def arxiv_tool(*arguments: Any, **options: Any) -> str:
-    """The one tool's answer as Markdown alone (``arxiv_answer``'s text: images are named and
-    described)."""
-    return arxiv_answer(*arguments, **options).text
+def arxiv_tool(
+    *, library: PaperLibrary | None = None, on_progress: Progress | None = None, **arguments: Any
+) -> str:
+    """The one tool's answer to its arguments by name, as Markdown alone (``arxiv_answer``'s text:
+    images are named and described)."""
+    return arxiv_answer(ToolCall(**arguments), library=library, on_progress=on_progress).text
 
 
 def mcp_content(answer: Answer, text_type: Any, image_type: Any) -> list[Any]:
@@ -8065,7 +8117,7 @@ def _add_tool(server: Any, context: type) -> None:
 
         # Downloads and conversions block: keep them off the event loop.
         answer = await anyio.to_thread.run_sync(
-            lambda: arxiv_answer(**arguments, on_progress=on_progress)
+            lambda: arxiv_answer(ToolCall(**arguments), on_progress=on_progress)
         )
         # An error is still a short Markdown answer for the model; isError tells the client too.
         content = mcp_content(answer, TextContent, ImageContent)

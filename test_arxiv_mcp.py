@@ -3151,7 +3151,7 @@ def test_the_overview_lists_figures_and_tables_within_its_budget(env):
 def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its_text(
     env, selector, kind, number, page
 ):
-    answer = am.arxiv_answer(paper="1111.2011v2", section=selector)
+    answer = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section=selector))
     assert not answer.is_error and len(answer.images) == 1
     image = answer.images[0]
     assert image.mime_type == "image/png" and image.data.startswith(b"\x89PNG")
@@ -3194,7 +3194,7 @@ def test_a_table_comes_back_as_an_image_and_several_can_be_asked_at_once(env):
         ATOM_1111,
         (DATA / "2203.00274v2.pdf").read_bytes(),
     )
-    answer = am.arxiv_answer(paper="2203.00274v2", section="table 1, figure 2")
+    answer = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="table 1, figure 2"))
     assert [image.mime_type for image in answer.images] == ["image/png", "image/png"]
     assert "**Table 1** (p. 5" in answer.text and "Table 1: Resul" in answer.text
     assert "**Figure 2** (p. 3" in answer.text
@@ -3205,13 +3205,13 @@ def test_an_unknown_number_lists_what_the_paper_has_and_sections_mix_with_figure
     unknown = call(paper="1111.2011v2", section="figure 9")
     assert unknown.startswith(am.ERROR) and "Figure 9 is not in this paper" in unknown
     assert "It has: Figure 1; Figure 2; Figure 3" in unknown
-    mixed = am.arxiv_answer(paper="1111.2011v2", section="V, figure 2")
+    mixed = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="V, figure 2"))
     assert (
         "## V Discussion" in mixed.text
         and "**Figure 2** (p. 6" in mixed.text
         and len(mixed.images) == 1
     )
-    partly = am.arxiv_answer(paper="1111.2011v2", section="figure 9, figure 1")
+    partly = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 9, figure 1"))
     assert (
         not partly.is_error
         and len(partly.images) == 1
@@ -3222,10 +3222,15 @@ def test_an_unknown_number_lists_what_the_paper_has_and_sections_mix_with_figure
 
 
 def test_images_past_the_cap_are_named_not_sent(env):
-    answer = am.arxiv_answer(paper="1111.2011v2", section="eq 1, eq 2, eq 3, eq 4, eq 5")
+    answer = am.arxiv_answer(
+        am.ToolCall(paper="1111.2011v2", section="eq 1, eq 2, eq 3, eq 4, eq 5")
+    )
     assert len(answer.images) == am._MAX_IMAGES
     assert "Left out to keep this answer small: Equation (5)" in answer.text
-    assert len(am.arxiv_answer(paper="1111.2011v2", section="figure 1, Fig. 1").images) == 1
+    assert (
+        len(am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1, Fig. 1")).images)
+        == 1
+    )
 
 
 def test_render_region_is_plain_pages_from_one_bbox_in_points():
@@ -4036,7 +4041,7 @@ def test_a_paper_with_html_is_read_from_it_with_no_pdf_download(html_env):
 
 def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(html_env):
     call(paper="2203.00274v2")
-    answer = am.arxiv_answer(paper="2203.00274v2", section="equation 2")
+    answer = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 2"))
     # the PDF, on first use
     assert paths(html_env) == ["/html/2203.00274v2", "/api/query", "/pdf/2203.00274v2"]
     assert not answer.is_error and len(answer.images) == 1
@@ -4046,7 +4051,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
         r"[0-9]+×[0-9]+ px\): \$\$\\text\{Attn\}\(H\)",
         answer.text,
     ), answer.text
-    figure = am.arxiv_answer(paper="2203.00274v2", section="figure 2")
+    figure = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="figure 2"))
     assert len(figure.images) == 1 and "**Figure 2** (p. " in figure.text
     assert paths(html_env).count("/pdf/2203.00274v2") == 1
     # The text is the HTML's: only the pages of the images asked for are converted, none in the
@@ -4057,7 +4062,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no
     # image.
     html_env.library._states["2203.00274v2", "auto"].html.equations["99"] = "$$x=1$$ (99)"
-    missing = am.arxiv_answer(paper="2203.00274v2", section="equation 99")
+    missing = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 99"))
     assert missing.images == () and missing.text.endswith(
         "**Equation (99)**: $$x=1$$ (99) *[no image: the PDF's pages show no Equation (99)]*"
     )
@@ -4065,7 +4070,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
 
 def test_a_paper_read_from_html_whose_pdf_fails_still_gives_the_equations_latex(html_env):
     del html_env.pdfs["2203.00274v2"]
-    answer = am.arxiv_answer(paper="2203.00274v2", section="equation 1")
+    answer = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 1"))
     assert not answer.is_error and answer.images == ()
     assert answer.text.endswith(
         r"**Equation (1)**: $$Q=HW^{Q},\quad V=HW^{V},\quad K=HW^{K}$$ (1) *[no image: "
@@ -5145,8 +5150,8 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
         "for paper in ('2203.00274v2', '1111.2011v2'):\n"
         "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
         "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
-        "assert am.arxiv_answer(paper='1111.2011v2', section='figure 1').images  # rendered by a "
-        "converter\nconverter = am.LIBRARY.scheduler.converter.process is not None\n"
+        "assert am.arxiv_answer(am.ToolCall(paper='1111.2011v2', section='figure 1')).images\n"
+        "converter = am.LIBRARY.scheduler.converter.process is not None  # it rendered\n"
         "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n"
     )
     runs, environment = [], server_environment(base, tmp_path)
@@ -5786,7 +5791,7 @@ def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_fo
     assert "V Discussion" in call(paper="1111.2011v2")
     wait_for(lambda: structures.process is None, what="the idle converter to exit")
     monkeypatch.setattr(am, "render_image", None)  # this process renders nothing
-    images = am.arxiv_answer(paper="1111.2011v2", section="figure 1").images
+    images = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1")).images
     assert images and images[0].data.startswith(b"\x89PNG") and structures.running
     wait_for(lambda: structures.process is None, what="the idle converter to exit after the image")
 
@@ -6224,9 +6229,7 @@ def test_the_schema_build_search_and_the_next_page_call_agree_on_the_search_defa
         assert properties[name].get("default") == parameter.default, name
         assert properties[name]["description"] == parameter.help, name
         assert builder[name].default == parameter.default, name
-        assert inspect.signature(am.arxiv_answer).parameters[name].default == parameter.default, (
-            name
-        )
+        assert getattr(am.ToolCall(), name) == parameter.default, name
     request = am.build_search(query="spin chains")
     assert request.call() == "arxiv(query='spin chains')"  # every default left out
     changed = {
