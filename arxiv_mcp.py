@@ -43,6 +43,9 @@ import bisect
 import concurrent.futures
 import contextlib
 import dataclasses
+import datetime
+import difflib
+import email.utils
 import enum
 import functools
 import hashlib
@@ -69,6 +72,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
+import zoneinfo
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -97,6 +101,8 @@ class Settings:
     api_url: str = "https://export.arxiv.org/api/query"  # ARXIV_API_URL
     pdf_url: str = "https://export.arxiv.org/pdf/{id}"  # ARXIV_PDF_URL, a template with {id}
     html_url: str = "https://arxiv.org/html/{id}"  # ARXIV_HTML_URL, a template with {id}
+    # ARXIV_RSS_URL: arXiv's daily announcements, a template with {categories}
+    rss_url: str = "https://rss.arxiv.org/rss/{categories}"
     # ARXIV_SOURCE: the text from arXiv's HTML where it has it ("auto"), or only "html", "pdf"
     source: str = "auto"
     user_agent: str = DEFAULT_USER_AGENT  # ARXIV_USER_AGENT
@@ -129,7 +135,7 @@ class Settings:
         """The only hosts this module ever sends a request to."""
         return frozenset(
             urllib.parse.urlsplit(url.replace("{id}", "x")).hostname or ""
-            for url in (self.api_url, self.pdf_url, self.html_url)
+            for url in (self.api_url, self.pdf_url, self.html_url, self.rss_url)
         )
 
     @classmethod
@@ -152,12 +158,12 @@ class Settings:
             if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
                 log.warning("%s must be a non-negative number; using the default", name)
                 continue
-            template = field.name in ("pdf_url", "html_url")
+            template = _URL_TEMPLATES.get(field.name, "")
             if field.name.endswith("_url") and not _is_http_url(value, template=template):
                 log.warning(
                     "%s must be an http(s) URL%s; using the default",
                     name,
-                    " containing {id}" * template,
+                    f" containing {template}" * bool(template),
                 )
                 continue
             if field.name == "source" and value not in SOURCES:
@@ -167,11 +173,13 @@ class Settings:
         return cls(**values)
 
 
-def _is_http_url(url: str, *, template: bool) -> bool:
-    if template and "{id}" not in url:
-        return False
-    parts = urllib.parse.urlsplit(url.replace("{id}", "x"))
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+# What each URL template must hold.
+_URL_TEMPLATES = {"pdf_url": "{id}", "html_url": "{id}", "rss_url": "{categories}"}
+
+
+def _is_http_url(url: str, *, template: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return template in url and parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 SETTINGS = Settings.from_env()
@@ -673,9 +681,7 @@ def _retry_after(headers: Any) -> float | None:
     if value.isascii() and value.isdigit():
         return float(value)
     with contextlib.suppress(TypeError, ValueError, IndexError):
-        from email.utils import parsedate_to_datetime
-
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
     return None
 
 
@@ -965,23 +971,29 @@ def _parse_entry(entry: ET.Element) -> Paper:
     )
 
 
+def _xml_root(data: bytes, source: str) -> ET.Element:
+    """``data`` parsed as XML, with ArxivError for an empty or malformed document and for one that
+    declares a DTD or entities (no feed of arXiv's does; entities are how "billion laughs" attacks
+    work); ``source`` names the sender in the message."""
+    if not data.strip():
+        raise ArxivError(f"The {source} returned an empty response; try again.", transient=True)
+    if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
+        raise ArxivError(f"The {source} response declared a DTD or entities, which are refused.")
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError:
+        raise ArxivError(
+            f"The {source} returned malformed XML; try again later.", transient=True
+        ) from None
+
+
 def parse_feed(data: bytes) -> Feed:
     """Parse an arXiv API Atom response into a Feed.
 
-    Raises ArxivError for malformed XML, for a document type declaration (an
-    Atom feed has none, and entities are how "billion laughs" attacks work) and
+    Raises ArxivError for malformed XML or a DTD (``_xml_root``) and
     for the API's error entry (``.../api/errors#...``), whose summary it quotes.
     """
-    if not data.strip():
-        raise ArxivError("The arXiv API returned an empty response; try again.", transient=True)
-    if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
-        raise ArxivError("The arXiv API response declared a DTD or entities, which are refused.")
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError:
-        raise ArxivError(
-            "The arXiv API returned malformed XML; try again later.", transient=True
-        ) from None
+    root = _xml_root(data, "arXiv API")
     if root.tag != f"{_ATOM}feed":
         raise ArxivError(
             "The arXiv API returned something other than an Atom feed; try again later.",
@@ -1199,24 +1211,35 @@ class SearchRequest:
         return f"arxiv({', '.join(args)})"
 
 
+# Every code a category may be given as: an archive, an archive's wildcard, a subject class.
+_CATEGORY_CODES = {
+    code.lower(): code
+    for archive, subjects in TAXONOMY.items()
+    for code in (archive, f"{archive}.*", *(f"{archive}.{subject}" for subject in subjects))
+}
+
+
+def canonical_category(name: str) -> str:
+    """A category code as arXiv spells it (``cs.CL``, ``hep-th``, ``math.*``), in any case; raises
+    ArxivError naming the closest valid codes for one arXiv does not have."""
+    code = _CATEGORY_CODES.get(name.strip().lower())
+    if code is None:
+        close = difflib.get_close_matches(name.strip().lower(), _CATEGORY_CODES, n=3)
+        suggestion = " or ".join(_CATEGORY_CODES[match] for match in close) or "cs.CL, hep-th"
+        raise ArxivError(
+            f'Unknown arXiv category "{name[:_ECHOED]}": did you mean {suggestion}? Codes are '
+            "like cs.CL, hep-th, math.AG, or an archive wildcard such as math.*."
+        )
+    return code
+
+
 def _category_terms(category: str) -> list[str]:
     """``cat:`` terms for one category; ``archive.*`` expands to the archive and its classes."""
-    name = category.strip()
-    archive, _, subject = name.partition(".")
-    archive = archive.lower()
-    if archive not in TAXONOMY or (
-        subject and subject != "*" and subject.lower() not in {s.lower() for s in TAXONOMY[archive]}
-    ):
-        raise ArxivError(
-            f'Unknown arXiv category "{name[:_ECHOED]}". Use codes such as cs.CL, hep-th, math.AG, '
-            "or an archive wildcard such as math.*."
-        )
-    if subject == "*":
+    code = canonical_category(category)
+    if code.endswith(".*"):
+        archive = code[:-2]
         return [f"cat:{archive}"] + [f"cat:{archive}.{s}" for s in TAXONOMY[archive]]
-    if not subject:
-        return [f"cat:{archive}"]
-    canonical = next(s for s in TAXONOMY[archive] if s.lower() == subject.lower())
-    return [f"cat:{archive}.{canonical}"]
+    return [f"cat:{code}"]
 
 
 def _api_date(value: str, end_of_day: bool) -> str:
@@ -1341,6 +1364,150 @@ def search(
     return fetch_feed(
         request.params(), deadline=deadline, settings=settings, limiter=limiter, patience=patience
     )
+
+
+# ---------------------------------------------------------------------------
+# The day's announcements: arXiv's daily listing of categories (its RSS feed)
+# ---------------------------------------------------------------------------
+
+# How the feed says what an item announces (counted by its first word), and how a line says it.
+ANNOUNCE_TYPES = {
+    "new": "",
+    "cross": "cross-list",
+    "replace": "replacement",
+    "replace-cross": "replacement of a cross-list",
+}
+_DUBLIN_CORE = "{http://purl.org/dc/elements/1.1/}"
+_ANNOUNCED_DAY = 86_400.0  # a feed is current for a day from its pubDate, midnight US Eastern
+# Seconds a feed already past its day is kept: just after midnight a CDN may still serve it.
+_STALE_FEED_KEPT = 600.0
+_US_EASTERN = "America/New_York"
+_ANNOUNCED_AT = 20  # hour, US Eastern, of arXiv's announcements, Sunday to Thursday
+_ANNOUNCING_DAYS = (6, 0, 1, 2, 3)  # Sunday to Thursday, as ``datetime.weekday`` counts them
+
+
+@dataclass(frozen=True)
+class Announced:
+    """One item of a day's listing: the paper's metadata as the feed gives it (no dates, no
+    comment) and how it was announced (a key of ``ANNOUNCE_TYPES``)."""
+
+    paper: Paper
+    announce_type: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One day's announcement of some categories, in arXiv's order: new submissions, cross-lists,
+    replacements."""
+
+    date: str  # YYYY-MM-DD: the announcement's day (the feed's pubDate, US Eastern)
+    current_until: float  # wall-clock time the next day's feed replaces this one
+    items: tuple[Announced, ...]
+
+
+def listing_name(categories: Sequence[str]) -> str:
+    """The feed of ``categories`` (checked: ``canonical_category``): each once, joined with ``+``,
+    an archive wildcard as its archive (``math.*`` is the feed ``math``)."""
+    names = {canonical_category(category).removesuffix(".*") for category in categories}
+    if not names:
+        raise ArxivError("Give the categories whose announcements to list, e.g. cs.CL.")
+    return "+".join(sorted(names))
+
+
+def _announced(item: ET.Element) -> Announced:
+    def text(tag: str) -> str:
+        return _collapse_space(item.findtext(tag))
+
+    guid = text("guid").rpartition(":")[2]  # oai:arXiv.org:2609.26811v1
+    categories = tuple(name for c in item.findall("category") if (name := _collapse_space(c.text)))
+    paper = Paper(
+        arxiv_id=parse_arxiv_id(guid) or guid,
+        title=text("title"),
+        authors=tuple(Author(name) for name in text(f"{_DUBLIN_CORE}creator").split(", ") if name),
+        abstract=_collapse_space((item.findtext("description") or "").partition("Abstract:")[2]),
+        published="",
+        updated="",
+        primary_category=categories[0] if categories else "",
+        categories=categories,
+        journal_ref=text(f"{_ARXIV}journal_reference"),
+        dois=tuple(text(f"{_ARXIV}DOI").split()),
+    )
+    announce_type = text(f"{_ARXIV}announce_type")
+    return Announced(
+        paper=paper, announce_type=announce_type if announce_type in ANNOUNCE_TYPES else "new"
+    )
+
+
+def parse_listing(data: bytes) -> Listing:
+    """Parse arXiv's RSS 2.0 announcement feed (``rss.arxiv.org/rss/<categories>``) into a Listing,
+    its items in the feed's order; ArxivError as ``parse_feed`` raises it, and for a feed with no
+    date."""
+    channel = _xml_root(data, "arXiv feed").find("channel")
+    with contextlib.suppress(TypeError, ValueError):
+        if channel is not None:
+            published = email.utils.parsedate_to_datetime(channel.findtext("pubDate", ""))
+            return Listing(
+                date=published.date().isoformat(),
+                current_until=published.timestamp() + _ANNOUNCED_DAY,
+                items=tuple(_announced(item) for item in channel.findall("item")),
+            )
+    raise ArxivError("The arXiv feed is not a dated RSS feed; try again later.", transient=True)
+
+
+def fetch_listing(
+    categories: Sequence[str],
+    *,
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+    patience: float = _COOL_DOWN_PATIENCE,
+) -> Listing:
+    """The latest announcement of ``categories`` from arXiv's feed (``parse_listing``): one request
+    for all of them, none for a category arXiv does not have; a feed that arXiv rejects (HTTP 400)
+    raises QueryRejected with its words.  Just past midnight a CDN may still serve the day before:
+    such a feed stays current for ``_STALE_FEED_KEPT`` seconds."""
+    settings = settings or SETTINGS
+    url = settings.rss_url.replace("{categories}", listing_name(categories))
+    try:
+        response = http_get(
+            url,
+            accept="application/rss+xml",
+            max_bytes=_MAX_FEED_BYTES,
+            deadline=deadline,
+            settings=settings,
+            limiter=limiter,
+            patience=patience,
+        )
+    except _StatusError as error:
+        # arXiv's feed answers an unknown category with HTTP 400 and a feed that says why.
+        try:
+            said = _collapse_space(
+                _xml_root(error.body, "arXiv feed").findtext("channel/description")
+            )
+        except ArxivError:
+            said = ""
+        if error.status == 400 and said:
+            raise QueryRejected(
+                f"arXiv's feed rejected the categories: {truncate(said, 300)[0]}"
+            ) from None
+        raise ArxivError(f"arXiv's feed answered HTTP {error.status}.") from None
+    listing = parse_listing(response.body)
+    return dataclasses.replace(
+        listing, current_until=max(listing.current_until, time.time() + _STALE_FEED_KEPT)
+    )
+
+
+def next_announcement(now: datetime.datetime) -> datetime.datetime:
+    """arXiv's next announcement after ``now`` (an aware time): 20:00 US Eastern, Sunday to
+    Thursday (its holidays aside)."""
+    try:
+        eastern: datetime.tzinfo = zoneinfo.ZoneInfo(_US_EASTERN)
+    except LookupError:  # no time zone data (Windows without tzdata): standard time
+        eastern = datetime.timezone(datetime.timedelta(hours=-5), "EST")
+    day = now.astimezone(eastern).replace(hour=_ANNOUNCED_AT, minute=0, second=0, microsecond=0)
+    while day <= now or day.weekday() not in _ANNOUNCING_DAYS:
+        day += datetime.timedelta(days=1)
+    return day
 
 
 # ---------------------------------------------------------------------------
@@ -3496,8 +3663,6 @@ def _first_page_abstract(blocks: Sequence[str]) -> str:
 
 def _stamp_date(date: str) -> str:
     """``"3 May 2022"`` → ``"2022-05-03"``; "" when it is no date."""
-    import datetime
-
     with contextlib.suppress(ValueError):
         return datetime.datetime.strptime(date, "%d %b %Y").date().isoformat()
     return ""
@@ -5136,6 +5301,8 @@ def format_metadata(
         lines.append(f"- **Published:** {paper.published} · **Updated:** {paper.updated}")
     elif paper.updated:
         lines.append(f"- **Submitted:** {paper.updated} (this version)")
+    elif not paper.provenance:
+        lines.append("- **Dates:** not in arXiv's daily listing, which this metadata is from")
     lines.append(f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})")
     if paper.dois:
         lines.append(f"- **DOI:** {', '.join(paper.dois)}")
@@ -5852,6 +6019,66 @@ def format_find_across(
     )
 
 
+def _listing_line(rank: int, item: Announced) -> str:
+    paper, kind = item.paper, ANNOUNCE_TYPES[item.announce_type]
+    return (
+        f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
+        f"{paper.primary_category}" + (f" · {kind}" if kind else "")
+    )
+
+
+def _listing_call(request: SearchRequest, find: str, **changes: Any) -> str:
+    """The call that lists ``request``'s categories again, with ``find`` and ``changes``."""
+    call = request.call(**changes)
+    return f"{call[:-1]}, find={find!r})" if find else call
+
+
+def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> str:
+    """A day's announcement as compact Markdown: its categories, date and counts, then a line per
+    paper in arXiv's order (with ``find``, those that hold its words, best first: ``find_across``'s
+    ranking over their titles, authors and abstracts), paged as a search is, then the calls for
+    more."""
+    counts = Counter(item.announce_type.partition("-")[0] for item in listing.items)
+    shown = _found_in_listing(listing, find) if find else listing.items
+    first, last = request.start + 1, min(request.start + request.max_results, len(shown))
+    lines = [
+        f"# arXiv's announcement of {', '.join(request.categories)} on {listing.date}",
+        f"{counts['new']} new submissions, {counts['cross']} cross-lists and "
+        f"{counts['replace']} replacements, in arXiv's order.",
+    ]
+    if find:
+        lines.append(f"{len(shown)} of them hold {_quote_input(find)}: best first.")
+    lines.append("")
+    lines += [_listing_line(rank, item) for rank, item in enumerate(shown[first - 1 : last], first)]
+    if first > last and shown:
+        lines.append(f"No papers at start={request.start}: the list has {len(shown)}.")
+    lines.append("")
+    if last < len(shown):
+        lines.append(f"Next page: `{_listing_call(request, find, start=last)}`.")
+    if not find:
+        lines.append(f'Narrow it: `{request.call(start=0)[:-1]}, find="<words>")`.')
+    lines.append(
+        f'Search arXiv\'s catalogue: `{request.call(start=0)[:-1]}, query="<words>")`. '
+        'Read a paper: `arxiv(paper="<id>")`.'
+    )
+    return "\n".join(lines)
+
+
+def _found_in_listing(listing: Listing, find: str) -> list[Announced]:
+    """The papers of ``listing`` whose title, authors and abstract hold ``find``'s words, best first
+    (``find_across``)."""
+    items = {item.paper.arxiv_id: item for item in listing.items}
+    texts = (
+        Findable(arxiv_id, "", [Passage(page=0, offset=0, text=_listing_text(item.paper))])
+        for arxiv_id, item in items.items()
+    )
+    return [items[hit.arxiv_id] for hit in find_across(texts, find)[0]]
+
+
+def _listing_text(paper: Paper) -> str:
+    return "\n".join([paper.title, ", ".join(a.name for a in paper.authors), paper.abstract])
+
+
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:
     """The figures and tables as the overview lists them: a row each with the caption's start
     shortened to ``width`` characters, or, with ``width`` 0, one line of labels and pages."""
@@ -6271,7 +6498,8 @@ JOB_STRUCTURE, JOB_WAITED_PAGE, JOB_BACKGROUND_PAGE, JOB_CLOSE = 0, 1, 2, 3
 # nothing.  An hour, because a paper can gain a version meanwhile; the entries of a few hundred
 # searches at most.
 _SEARCHED_TTL = 3600.0
-_SEARCHED_ENTRIES = 2_000
+_SEARCHED_ENTRIES = 5_000  # keys: a whole day's listing (2,000 papers, with and without version)
+_LISTINGS_KEPT = 8  # announcements of different categories kept in memory
 # Seconds the API may take to give a paper's metadata before the paper is read with its own: a
 # throttled answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
@@ -6849,6 +7077,8 @@ class PaperLibrary:
         self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
         # texts read from disk for ``find``, by key
         self._kept_texts: OrderedDict[str, Findable] = OrderedDict()
+        # the latest announcements asked for, by feed (``listing_name``); oldest first
+        self._listings: OrderedDict[str, Listing] = OrderedDict()
 
     def remember(self, papers: Sequence[Paper]) -> None:
         """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never
@@ -6890,7 +7120,7 @@ class PaperLibrary:
                 ),
                 None,
             )
-        if known is not None:
+        if known is not None and known.updated:  # a listing's entry has no date for BibTeX's year
             return known
         with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
             return fetch_metadata(
@@ -6900,6 +7130,31 @@ class PaperLibrary:
                 limiter=self.limiter,
                 patience=0,
             )
+
+    def listing(self, categories: Sequence[str], deadline: float) -> Listing:
+        """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
+        until the next day's: one request a day for every server on the cache's folder
+        (``_one_fetch``).  Its papers' metadata is remembered for reading them (``remember``)."""
+        name = listing_name(categories)
+        with self.scheduler.changed:
+            listing = self._listings.get(name)
+        if listing is None or listing.current_until <= time.time():
+            with _one_fetch(self.cache, "listing", name, self.settings.deadline):
+                kept = self.cache.get("listing", name) if self.cache is not None else None
+                listing = _from_record(Listing, kept)
+                if listing is None or listing.current_until <= time.time():
+                    listing = fetch_listing(
+                        categories, deadline=deadline, settings=self.settings, limiter=self.limiter
+                    )
+                    if self.cache is not None:
+                        self.cache.put("listing", name, _record(listing))
+            with self.scheduler.changed:
+                self._listings[name] = listing
+                self._listings.move_to_end(name)
+                while len(self._listings) > _LISTINGS_KEPT:
+                    self._listings.popitem(last=False)
+        self.remember([item.paper for item in listing.items])
+        return listing
 
     def named_texts(
         self, papers: Sequence[str], deadline: float, request: ReadRequest
@@ -7960,6 +8215,41 @@ def answer_find_across(call: ToolCall, library: PaperLibrary, _: Progress | None
     return Answer(find_in_papers(None, call.find, call.section, library=library))
 
 
+def asks_for_listing(call: ToolCall) -> bool:
+    """Whether ``call`` gives categories alone: no query, no dates, the default sort."""
+    alone = not (call.query or "").strip() and not call.submitted_from and not call.submitted_to
+    return bool(call.category_list) and alone and call.sort == _DEFAULT["sort"]
+
+
+def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
+    """The latest announcement of the categories (``PaperLibrary.listing``), narrowed by ``find``
+    (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
+    request, words = call.search(), ""
+    if call.find:
+        parsed = parse_read(None, call.find)
+        if isinstance(parsed, str):
+            return Answer(f"{ERROR} {parsed}")
+        words = parsed.words
+    deadline = _deadline(library.settings, library.limiter)
+    listing = library.listing(request.categories, deadline)
+    if listing.items:
+        return Answer(format_listing(request, listing, words))
+    due = next_announcement(datetime.datetime.now(datetime.UTC))
+    try:
+        newest = search_papers(dataclasses.replace(request, sort="submitted"), library=library)
+    except ArxivError as error:
+        newest = f"The newest submissions cannot be listed now: {error}"
+    return Answer(
+        f"# arXiv's announcement of {', '.join(request.categories)} on {listing.date}\n"
+        f"arXiv announced nothing in these categories on {listing.date} (it announces none on "
+        f"weekends and holidays). Its next announcement is due {due:%A %Y-%m-%d} at 20:00 US "
+        "Eastern.\n\n"
+        + newest.replace(
+            "# arXiv search", "## The newest submissions (arXiv's API, not an announcement)", 1
+        )
+    )
+
+
 def answer_search(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
     """One page of an API search (``search_papers``)."""
     return Answer(search_papers(call.search(), library=library))
@@ -7971,6 +8261,7 @@ TOOL_MODES = {
     mode.name: mode
     for mode in (
         ToolMode(name="read", asks=lambda call: bool(call.paper), answer=answer_read),
+        ToolMode(name="listing", asks=asks_for_listing, answer=answer_listing),
         ToolMode(
             name="find across",
             asks=lambda call: bool(call.find) and not call.searching,

@@ -5,6 +5,7 @@ records every request."""
 import asyncio
 import base64
 import dataclasses
+import datetime
 import email.message
 import email.utils
 import hashlib
@@ -26,6 +27,7 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+import zoneinfo
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -404,6 +406,7 @@ def test_settings_defaults_and_overrides():
         "https://arxiv.org/html/{id}",
         "auto",
     )
+    assert default.rss_url == "https://rss.arxiv.org/rss/{categories}"
     assert (default.min_interval, default.max_chars, default.max_pages, default.max_pdf_bytes) == (
         3.0,
         50_000,
@@ -418,7 +421,21 @@ def test_settings_defaults_and_overrides():
         }
     )
     assert (custom.max_chars, custom.min_interval) == (1000, 0.5)
-    assert custom.allowed_hosts == {"export.arxiv.org", "mirror.example", "arxiv.org"}
+    assert custom.allowed_hosts == {
+        "export.arxiv.org",
+        "mirror.example",
+        "arxiv.org",
+        "rss.arxiv.org",
+    }
+    # a template without its placeholder is refused: the default stands
+    assert am.Settings.from_env({"ARXIV_RSS_URL": "https://mirror.example/rss"}) == am.Settings()
+    assert am.Settings.from_env(
+        {"ARXIV_RSS_URL": "http://m.example/{categories}"}
+    ).allowed_hosts == {
+        "export.arxiv.org",
+        "arxiv.org",
+        "m.example",
+    }
     assert am.Settings.from_env(
         {"ARXIV_SOURCE": "pdf", "ARXIV_HTML_URL": "https://mirror.example/h/{id}"}
     ) == am.Settings(source="pdf", html_url="https://mirror.example/h/{id}")
@@ -1774,6 +1791,172 @@ def test_search_no_results_and_error_feed(env):
     assert call(query="ti:(").startswith(
         "**Error:** The arXiv API rejected the request: incorrect id format"
     )
+
+
+# ---------------------------------------------------------------------------
+# The day's announcements: arXiv's daily listing of categories (its RSS feed)
+# ---------------------------------------------------------------------------
+
+RSS_CAPTURE = (DATA / "rss_cs.LG+cs.AI+cs.CL+stat.ML_2026-09-24_trimmed.xml").read_bytes()
+# Real metadata for the days the tests announce: 100 API entries, legacy ids, DOIs, journal refs.
+ANNOUNCED = am.parse_feed((DATA / "2026_search_testing_100results.xml").read_bytes()).papers
+# A busy day: 40 new, 30 cross-lists, 25 replacements and 5 replaced cross-lists, in arXiv's order.
+BUSY_DAY = ["new"] * 40 + ["cross"] * 30 + ["replace"] * 25 + ["replace-cross"] * 5
+RSS_URL = "https://rss.arxiv.org/rss/"
+
+
+def announcement(papers, types, day=None) -> bytes:
+    """A day's feed as arXiv's feed service writes it (arXiv/arxiv-feed's serializer, as in the
+    real capture): ``papers`` announced as ``types``, dated ``day`` (default: today's, US
+    Eastern)."""
+    from xml.sax.saxutils import escape
+
+    eastern = zoneinfo.ZoneInfo("America/New_York")
+    day = day or datetime.datetime.now(eastern).replace(hour=0, minute=0, second=0, microsecond=0)
+    stamp = email.utils.format_datetime(day)
+    items = []
+    for paper, kind in zip(papers, types, strict=True):
+        base = am._split_version(paper.arxiv_id)[0]
+        categories = dict.fromkeys([paper.primary_category, *paper.categories])
+        extras = "".join(f"<category>{c}</category>" for c in categories)
+        extras += f"<pubDate>{stamp}</pubDate><arxiv:announce_type>{kind}</arxiv:announce_type>"
+        extras += "".join(f"<arxiv:DOI>{escape(d)}</arxiv:DOI>" for d in paper.dois[:1])
+        if paper.journal_ref:
+            extras += (
+                f"<arxiv:journal_reference>{escape(paper.journal_ref)}</arxiv:journal_reference>"
+            )
+        creators = escape(", ".join(author.name for author in paper.authors))
+        items.append(
+            f"<item><title>{escape(paper.title)}</title><link>https://arxiv.org/abs/{base}</link>"
+            f"<description>arXiv:{paper.arxiv_id} Announce Type: {kind} \nAbstract: "
+            f'{escape(paper.abstract)}</description><guid isPermaLink="false">'
+            f"oai:arXiv.org:{paper.arxiv_id}</guid>{extras}<dc:creator>{creators}</dc:creator></item>"
+        )
+    return (
+        "<?xml version='1.0' encoding='UTF-8'?>\n"
+        '<rss xmlns:arxiv="http://arxiv.org/schemas/atom" xmlns:dc="http://purl.org/dc/elements/1.1/"'
+        ' version="2.0"><channel><title>cs.LG updates on arXiv.org</title>'
+        f"<pubDate>{stamp}</pubDate>{''.join(items)}</channel></rss>"
+    ).encode()
+
+
+def rss(body: bytes, url: str = RSS_URL):
+    return FakeResponse(body, url, "application/rss+xml")
+
+
+def test_the_real_announcement_capture_parses_every_item():
+    listing = am.parse_listing(RSS_CAPTURE)
+    assert listing.date == "2026-09-24"
+    assert [item.announce_type for item in listing.items] == ["new", "new", "cross", "replace"]
+    first, second, cross, replaced = (item.paper for item in listing.items)
+    assert first.arxiv_id == "2609.26811v1" and first.authors == (am.Author("Fabien Polly"),)
+    assert first.title.startswith("The Drift Contract") and first.abstract.startswith(
+        "Local learning"
+    )
+    assert [a.name for a in second.authors] == [
+        "Naser Mansour",
+        "Sidahmed Benabderrahmane",
+        "Ameer Rahwan",
+    ]
+    assert (cross.arxiv_id, cross.primary_category) == ("2205.06398v2", "stat.ME")
+    assert cross.categories == ("stat.ME", "stat.AP", "stat.ML")
+    assert cross.dois == ("10.1093/bioinformatics/btac431",) and replaced.arxiv_id == "2009.13987v3"
+    # the feed's day runs to the next midnight, US Eastern (-04:00 in September)
+    assert (
+        listing.current_until == datetime.datetime(2026, 9, 25, 4, tzinfo=datetime.UTC).timestamp()
+    )
+
+
+def test_a_built_day_keeps_arxivs_order_and_every_field_the_feed_gives():
+    listing = am.parse_listing(announcement(ANNOUNCED, BUSY_DAY))
+    assert [item.announce_type for item in listing.items] == BUSY_DAY
+    for item, paper in zip(listing.items, ANNOUNCED, strict=True):
+        assert item.paper.arxiv_id == paper.arxiv_id and item.paper.title == paper.title
+        assert [a.name for a in item.paper.authors] == [a.name for a in paper.authors]
+        assert item.paper.abstract == paper.abstract and item.paper.journal_ref == paper.journal_ref
+        assert item.paper.primary_category == paper.primary_category
+        assert item.paper.dois == paper.dois[:1] and item.paper.published == ""
+    assert sum(bool(item.paper.journal_ref) for item in listing.items) > 10
+
+
+@pytest.mark.parametrize(
+    "given, feed",
+    [
+        (["cs.CL", "cs.IR"], "cs.CL+cs.IR"),
+        (["CS.cl", "cs.CL"], "cs.CL"),
+        (["math.*"], "math"),
+        (["cs"], "cs"),
+        (["hep-th", "quant-ph"], "hep-th+quant-ph"),
+    ],
+)
+def test_the_feed_of_some_categories_is_one_name(given, feed):
+    assert am.listing_name(given) == feed
+
+
+def test_an_unknown_category_names_the_closest_and_sends_nothing(env):
+    with pytest.raises(am.ArxivError, match=r'"cs.CLL": did you mean cs.CL\b'):
+        am.fetch_listing(["cs.CLL"])
+    answer = call(categories="cs.XY")
+    assert answer.startswith(am.ERROR) and "did you mean" in answer and env.requests == []
+
+
+def test_a_rejected_feed_passes_on_arxivs_words(env):
+    said = "Invalid archive or category: cs.ZZ. See the taxonomy."
+    body = (
+        b"<?xml version='1.0'?><rss version='2.0'><channel><title>Feed error for query: cs.ZZ"
+        b"</title><description>" + said.encode() + b"</description></channel></rss>"
+    )
+    env.script["rss.arxiv.org"] = [http_error(RSS_URL, 400, body)]
+    with pytest.raises(am.QueryRejected, match="Invalid archive or category: cs.ZZ"):
+        am.fetch_listing(["cs.CL"])
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b"<rss><channel><item>", "malformed XML"),
+        (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaa">]><rss>&a;</rss>', "DTD"),
+        (b"<rss version='2.0'><channel><title>x</title></channel></rss>", "not a dated RSS"),
+        (b"", "empty response"),
+    ],
+    ids=["malformed", "entity bomb", "no date", "empty"],
+)
+def test_a_bad_feed_costs_only_its_answer(env, body, message):
+    env.script["rss.arxiv.org"] = [rss(body), rss(announcement(ANNOUNCED[:3], ["new"] * 3))]
+    answer = call(categories="cs.LG")
+    assert answer.startswith(am.ERROR) and message in answer and len(answer) < 200
+    assert "3 new submissions" in call(categories="cs.LG")  # the next call asks again
+
+
+def test_a_feed_over_the_cap_is_refused_while_reading(env, monkeypatch):
+    monkeypatch.setattr(am, "_MAX_FEED_BYTES", 10_000)
+    env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED, BUSY_DAY))]
+    answer = call(categories="cs.LG")
+    assert answer.startswith(am.ERROR) and "larger than" in answer
+
+
+def test_a_503_is_waited_out_within_the_call(env):
+    env.script["rss.arxiv.org"] = [
+        http_error(RSS_URL, 503),
+        rss(announcement(ANNOUNCED[:3], ["new"] * 3)),
+    ]
+    assert "3 new submissions" in call(categories="cs.LG")
+    assert len([url for url in env.urls if url.startswith(RSS_URL)]) == 2
+
+
+@pytest.mark.parametrize(
+    "now, due",
+    [
+        ("2026-09-24 12:00", "2026-09-24 20:00"),  # Thursday noon: that evening
+        ("2026-09-24 20:00", "2026-09-27 20:00"),  # Thursday's just made: Sunday
+        ("2026-09-26 09:00", "2026-09-27 20:00"),  # Saturday
+        ("2026-11-01 19:00", "2026-11-01 20:00"),  # the Sunday summer time ends
+    ],
+)
+def test_the_next_announcement_is_at_eight_in_the_evening_sunday_to_thursday(now, due):
+    eastern = zoneinfo.ZoneInfo("America/New_York")
+    when = datetime.datetime.fromisoformat(now).replace(tzinfo=eastern)
+    assert am.next_announcement(when.astimezone(datetime.UTC)).strftime("%Y-%m-%d %H:%M") == due
 
 
 # ---------------------------------------------------------------------------
@@ -6177,6 +6360,65 @@ def test_a_search_entry_stands_for_its_metadata_for_an_hour(env):
     )
 
 
+def test_one_feed_request_a_day_across_a_restart(env, tmp_path):
+    env.library.cache = am.DiskCache(str(tmp_path), 10**9)
+    day = [*ANNOUNCED[:3], ATOM_1111_PAPER]
+    env.script["rss.arxiv.org"] = [rss(announcement(day, ["new"] * 3 + ["replace"]))]
+    first = call(categories="cs.LG")
+    restarted = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)
+    assert am.arxiv_tool(categories="cs.LG", library=restarted) == first
+    assert len(rss_requests(env)) == 1
+    # the restarted server reads a listed paper with the listing's metadata, asking for none
+    assert ATOM_1111_PAPER.title in am.arxiv_tool(paper="1111.2011v2", library=restarted)
+    assert not [url for url in env.urls if "/api/" in url]
+
+
+def test_a_feed_is_kept_until_its_day_ends(env, monkeypatch):
+    eastern = zoneinfo.ZoneInfo("America/New_York")
+    today = datetime.datetime.now(eastern).replace(hour=0, minute=0, second=0, microsecond=0)
+    yesterday = today - datetime.timedelta(days=1)
+    env.script["rss.arxiv.org"] = [
+        rss(announcement(ANNOUNCED[:2], ["new"] * 2, yesterday)),
+        rss(announcement(ANNOUNCED[:3], ["new"] * 3, yesterday)),
+        rss(announcement(ANNOUNCED[:4], ["new"] * 4, today)),
+    ]
+    # past its day (a CDN's copy just after midnight): kept a few minutes, then asked again
+    assert "2 new submissions" in call(categories="cs.LG")
+    assert "2 new submissions" in call(categories="cs.LG")
+    monkeypatch.setattr(am, "_STALE_FEED_KEPT", 0.0)
+    env.library._listings.clear()
+    assert "3 new submissions" in call(categories="cs.LG")
+    assert "4 new submissions" in call(categories="cs.LG")
+    assert "4 new submissions" in call(categories="cs.LG")  # today's: kept
+    assert len(rss_requests(env)) == 3
+
+
+LISTING_IN_A_PROCESS = (
+    "import arxiv_mcp as am\n"
+    "settings = am.Settings(rss_url=sys.argv[2] + '/rss/{categories}', min_interval=0)\n"
+    "library = am.PaperLibrary(settings, am.SharedLimiter(0, sys.argv[1]), "
+    "am.DiskCache(sys.argv[1], 10**9))\n"
+    "print(len(library.listing(['cs.LG'], library.limiter.clock() + 30).items))\n"
+)
+
+
+def test_two_processes_on_one_cache_folder_ask_for_the_feed_once(tmp_path):
+    feed = announcement(ANNOUNCED[:7], ["new"] * 7)
+    asked = []
+
+    def answer(path, query):
+        asked.append(path)
+        return feed, "application/rss+xml"
+
+    server = serve(answer, latency=0.3)
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        seen = outputs(processes(LISTING_IN_A_PROCESS, 2, str(tmp_path), base))
+    finally:
+        server.shutdown()
+    assert seen == ["7\n", "7\n"] and asked == ["/rss/cs.LG"]
+
+
 # ---------------------------------------------------------------------------
 # The tool
 # ---------------------------------------------------------------------------
@@ -6427,6 +6669,134 @@ def test_http_mode_serves_the_same_tool(loopback_arxiv, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def rss_requests(env) -> list[str]:
+    return [url for url in env.urls if url.startswith(RSS_URL)]
+
+
+def listed_ids(answer: str) -> list[str]:
+    return re.findall(r"^\d+\. \*\*.*· `([^`]+)` ·", answer, re.M)
+
+
+def test_categories_alone_list_the_latest_announcement_paged_in_arxivs_order(env):
+    env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED, BUSY_DAY))]
+    first = call(categories="cs.LG")
+    today = datetime.datetime.now(zoneinfo.ZoneInfo("America/New_York")).date().isoformat()
+    assert first.startswith(
+        f"# arXiv's announcement of cs.LG on {today}\n40 new submissions, 30 cross-lists and 30 "
+        "replacements, in arXiv's order."
+    )
+    assert listed_ids(first) == [paper.arxiv_id for paper in ANNOUNCED[:10]]
+    assert "Next page: `arxiv(categories=['cs.LG'], start=10)`" in first
+    assert "find=" in first and "query=" in first  # the calls for more
+    later = call(categories=["cs.LG"], start=35, max_results=50)
+    assert listed_ids(later) == [paper.arxiv_id for paper in ANNOUNCED[35:85]]
+    lines = later.splitlines()
+    assert lines[3].startswith("36. ") and "· cross-list" not in lines[3] + lines[7]
+    assert lines[8].startswith("41. ") and lines[8].endswith(" · cross-list")
+    assert lines[-5].endswith(" · replacement") and "start=85" in later
+    last = call(categories="cs.LG", start=95, max_results=50)
+    assert listed_ids(last)[-1] == ANNOUNCED[-1].arxiv_id and "Next page" not in last
+    assert last.splitlines()[7].startswith("100. ")
+    assert last.splitlines()[7].endswith(" · replacement of a cross-list")
+    assert "No papers at start=100: the list has 100." in call(categories="cs.LG", start=100)
+    assert len(rss_requests(env)) == 1 and len(env.requests) == 1  # paging asks nothing
+
+
+def test_find_narrows_the_listing_best_first_with_no_request(env):
+    env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED, BUSY_DAY))]
+    call(categories="cs.LG")
+    texts = {paper.arxiv_id: am._listing_text(paper) for paper in ANNOUNCED}
+    holding = {
+        arxiv_id
+        for arxiv_id, text in texts.items()
+        if re.search(r"(?<!\w)autonomous", text, re.I) and re.search(r"(?<!\w)driving", text, re.I)
+    }
+    assert len(holding) == 5
+    answer = call(categories="cs.LG", find="autonomous driving", max_results=3)
+    assert "5 of them hold `autonomous driving`: best first." in answer
+    assert (
+        "`arxiv(categories=['cs.LG'], max_results=3, start=3, find='autonomous driving')`" in answer
+    )
+    found = listed_ids(answer) + listed_ids(
+        call(categories="cs.LG", find="autonomous driving", max_results=3, start=3)
+    )
+    assert set(found) == holding and len(found) == 5
+    # find's ranking (BM25 on one scale), over each paper's title, authors and abstract
+    ranked = am.find_across(
+        [am.Findable(i, "", [am.Passage(0, 0, text)]) for i, text in texts.items()],
+        "autonomous driving",
+    )[0]
+    assert found == [hit.arxiv_id for hit in ranked]
+    assert len(env.requests) == 1
+
+
+def test_two_categories_are_one_feed_request(env):
+    env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED[:5], ["new"] * 5))]
+    assert "5 new submissions" in call(categories="cs.IR, cs.CL")
+    assert rss_requests(env) == [RSS_URL + "cs.CL+cs.IR"]
+
+
+def test_a_search_asks_the_api_when_given_a_query_dates_or_another_sort(env):
+    for arguments in (
+        dict(query="x"),
+        dict(submitted_from="2024-01-01"),
+        dict(sort="submitted"),
+    ):
+        call(categories="cs.LG", **arguments)
+    assert rss_requests(env) == [] and len(env.requests) == 3
+    answer = call(categories="cs.LG", sort="submitted", find="x")
+    assert answer.startswith(am.ERROR) and "day's listing" in answer
+
+
+def test_a_paper_read_after_the_listing_asks_for_no_metadata(env):
+    env.script["rss.arxiv.org"] = [
+        rss(announcement([*ANNOUNCED[:3], ATOM_1111_PAPER], ["new"] * 3 + ["replace"]))
+    ]
+    call(categories="cond-mat.str-el")
+    overview = call(paper="1111.2011")
+    assert (
+        f"**Title:** {ATOM_1111_PAPER.title}" in overview
+        and "**arXiv ID:** 1111.2011v2" in overview
+    )
+    assert "- **Dates:** not in arXiv's daily listing" in overview
+    assert not [url for url in env.urls if "/api/" in url]
+    # BibTeX needs the version's year, which the listing does not give: the API is asked for it
+    year = ATOM_1111_PAPER.updated[:4]
+    assert f"year = {{{year}}}" in call(paper="1111.2011v2", section="bibtex")
+    assert len([url for url in env.urls if "/api/" in url]) == 1
+
+
+def test_the_listing_answers_while_the_api_throttles(env):
+    env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)] * 10
+    env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED[:4], ["new"] * 4))]
+    assert call(query="quantum").startswith("**Error:** arXiv is limiting requests")
+    listed = call(categories="cs.LG")
+    assert listed_ids(listed) == [paper.arxiv_id for paper in ANNOUNCED[:4]]
+
+
+def test_an_empty_day_says_so_and_gives_the_apis_newest_instead(env):
+    saturday = datetime.datetime(2026, 9, 26, tzinfo=zoneinfo.ZoneInfo("America/New_York"))
+    env.script["rss.arxiv.org"] = [rss(announcement([], [], saturday)) for _ in range(2)]
+    env.feeds[""] = (DATA / "2016_search_quantum_criticality_2results.xml").read_bytes()
+    answer = call(categories="cond-mat.str-el")
+    assert answer.startswith("# arXiv's announcement of cond-mat.str-el on 2026-09-26\n")
+    assert "arXiv announced nothing in these categories on 2026-09-26" in answer
+    assert re.search(
+        r"next announcement is due \w+day 20\d\d-\d\d-\d\d at 20:00 US Eastern", answer
+    )
+    assert "## The newest submissions (arXiv's API, not an announcement)" in answer
+    assert len(listed := re.findall(r"^\d\. \*\*", answer, re.M)) == 2, listed
+    api = [url for url in env.urls if "/api/" in url]
+    assert len(api) == 1 and "sortBy=submittedDate" in api[0] and "cond-mat.str-el" in api[0]
+    env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)] * 10
+    restarted = am.PaperLibrary(
+        env.settings, env.library.limiter
+    )  # the same day, the API throttled
+    throttled = am.arxiv_tool(categories="cond-mat.str-el", library=restarted)
+    assert "arXiv announced nothing" in throttled and "cannot be listed now" in throttled
+    assert "limiting requests" in throttled and not throttled.startswith(am.ERROR)
 
 
 # ---------------------------------------------------------------------------
