@@ -1164,7 +1164,7 @@ SEARCH_PARAMETERS = {
     "categories": Parameter(
         None,
         "arXiv categories to search in (any of them), e.g. ['cs.CL', 'cs.LG'], 'hep-th', "
-        "or 'math.*' for a whole archive.",
+        "or 'math.*' for a whole archive. Alone: the latest day's announcement.",
     ),
     "submitted_from": Parameter(None, "Earliest submission date, YYYY-MM-DD."),
     "submitted_to": Parameter(None, "Latest submission date, YYYY-MM-DD."),
@@ -6027,12 +6027,6 @@ def _listing_line(rank: int, item: Announced) -> str:
     )
 
 
-def _listing_call(request: SearchRequest, find: str, **changes: Any) -> str:
-    """The call that lists ``request``'s categories again, with ``find`` and ``changes``."""
-    call = request.call(**changes)
-    return f"{call[:-1]}, find={find!r})" if find else call
-
-
 def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> str:
     """A day's announcement as compact Markdown: its categories, date and counts, then a line per
     paper in arXiv's order (with ``find``, those that hold its words, best first: ``find_across``'s
@@ -6043,18 +6037,19 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     first, last = request.start + 1, min(request.start + request.max_results, len(shown))
     lines = [
         f"# arXiv's announcement of {', '.join(request.categories)} on {listing.date}",
-        f"{counts['new']} new submissions, {counts['cross']} cross-lists and "
-        f"{counts['replace']} replacements, in arXiv's order.",
+        f"New submissions: {counts['new']} · cross-lists: {counts['cross']} · replacements: "
+        f"{counts['replace']}; in arXiv's order.",
     ]
     if find:
-        lines.append(f"{len(shown)} of them hold {_quote_input(find)}: best first.")
+        lines.append(f"Holding {_quote_input(find)}: {len(shown)} of them, best first.")
     lines.append("")
     lines += [_listing_line(rank, item) for rank, item in enumerate(shown[first - 1 : last], first)]
     if first > last and shown:
         lines.append(f"No papers at start={request.start}: the list has {len(shown)}.")
     lines.append("")
     if last < len(shown):
-        lines.append(f"Next page: `{_listing_call(request, find, start=last)}`.")
+        more = request.call(start=last)
+        lines.append(f"Next page: `{f'{more[:-1]}, find={find!r})' if find else more}`.")
     if not find:
         lines.append(f'Narrow it: `{request.call(start=0)[:-1]}, find="<words>")`.')
     lines.append(
@@ -7859,7 +7854,8 @@ text from the PDF). Text a reader of the paper cannot see (white, microscopic, i
 out, the overview warns of it, and section="hidden" quotes it. {_PAPER_TEXT_IS_DATA}
 
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and \
-paging. Results list ids you can read with `paper`."""
+paging. Results list ids you can read with `paper`. `categories` alone lists arXiv's latest daily \
+announcement in them (new, cross-listed, replaced), paged; `find` narrows it."""
 
 _PAPER_HELP = (
     "arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', "
@@ -7876,7 +7872,8 @@ _SECTION_HELP = (
 _FIND_HELP = (
     'With `paper`: words (all must appear) or a "quoted phrase" to find; returns the matching '
     "passages, best first, with their sections. With `section`: only there. With several papers: "
-    "across them; without `paper`: across every paper read so far (no request to arXiv)."
+    "across them; without `paper`: across every paper read so far (no request to arXiv); with "
+    "`categories` alone: within the day's announcement."
 )
 
 
