@@ -1408,23 +1408,27 @@ class Listing:
 def listing_name(categories: Sequence[str]) -> str:
     """The feed of ``categories`` (checked: ``canonical_category``): each once, joined with ``+``,
     an archive wildcard as its archive (``math.*`` is the feed ``math``)."""
-    names = {canonical_category(category).removesuffix(".*") for category in categories}
-    if not names:
-        raise ArxivError("Give the categories whose announcements to list, e.g. cs.CL.")
-    return "+".join(sorted(names))
+    return "+".join(sorted({canonical_category(name).removesuffix(".*") for name in categories}))
 
 
-def _announced(item: ET.Element) -> Announced:
+def _announced(item: ET.Element, atom: str) -> Announced:
+    """One item of the feed (``atom``: the Atom namespace in the Atom form of it, else "")."""
+
     def text(tag: str) -> str:
         return _collapse_space(item.findtext(tag))
 
-    guid = text("guid").rpartition(":")[2]  # oai:arXiv.org:2609.26811v1
-    categories = tuple(name for c in item.findall("category") if (name := _collapse_space(c.text)))
+    guid = text(f"{atom}id" if atom else "guid").rpartition(":")[2]  # oai:arXiv.org:2609.26811v1
+    categories = tuple(
+        name
+        for category in item.findall(f"{atom}category")
+        if (name := _collapse_space(category.get("term") if atom else category.text))
+    )
+    abstract = text(f"{atom}summary" if atom else "description").partition("Abstract:")[2]
     paper = Paper(
         arxiv_id=parse_arxiv_id(guid) or guid,
-        title=text("title"),
+        title=text(f"{atom}title"),
         authors=tuple(Author(name) for name in text(f"{_DUBLIN_CORE}creator").split(", ") if name),
-        abstract=_collapse_space((item.findtext("description") or "").partition("Abstract:")[2]),
+        abstract=abstract.strip(),
         published="",
         updated="",
         primary_category=categories[0] if categories else "",
@@ -1439,17 +1443,29 @@ def _announced(item: ET.Element) -> Announced:
 
 
 def parse_listing(data: bytes) -> Listing:
-    """Parse arXiv's RSS 2.0 announcement feed (``rss.arxiv.org/rss/<categories>``) into a Listing,
-    its items in the feed's order; ArxivError as ``parse_feed`` raises it, and for a feed with no
-    date."""
-    channel = _xml_root(data, "arXiv feed").find("channel")
+    """Parse arXiv's announcement feed, RSS 2.0 (``rss.arxiv.org/rss/<categories>``) or its Atom
+    form (``/atom/``), into a Listing, its items in the feed's order; ArxivError as ``parse_feed``
+    raises it, and for a feed with no date."""
+    root = _xml_root(data, "arXiv feed")
+    atom = _ATOM if root.tag == f"{_ATOM}feed" else ""
+    channel = root if atom else root.find("channel")
     with contextlib.suppress(TypeError, ValueError):
         if channel is not None:
-            published = email.utils.parsedate_to_datetime(channel.findtext("pubDate", ""))
+            # the day's midnight, US Eastern: RSS's pubDate, or when the Atom feed was made
+            published = (
+                datetime.datetime.fromisoformat(channel.findtext(f"{_ATOM}updated", ""))
+                .astimezone(_us_eastern())
+                .replace(hour=0, minute=0, second=0, microsecond=0)
+                if atom
+                else email.utils.parsedate_to_datetime(channel.findtext("pubDate", ""))
+            )
             return Listing(
                 date=published.date().isoformat(),
                 current_until=published.timestamp() + _ANNOUNCED_DAY,
-                items=tuple(_announced(item) for item in channel.findall("item")),
+                items=tuple(
+                    _announced(item, atom)
+                    for item in channel.findall(f"{atom}entry" if atom else "item")
+                ),
             )
     raise ArxivError("The arXiv feed is not a dated RSS feed; try again later.", transient=True)
 
@@ -1497,14 +1513,21 @@ def fetch_listing(
     )
 
 
+def _us_eastern() -> datetime.tzinfo:
+    """arXiv's time zone: US Eastern, or its standard time where there is no time zone data (Windows
+    without the tzdata package)."""
+    try:
+        return zoneinfo.ZoneInfo(_US_EASTERN)
+    except LookupError:
+        return datetime.timezone(datetime.timedelta(hours=-5), "EST")
+
+
 def next_announcement(now: datetime.datetime) -> datetime.datetime:
     """arXiv's next announcement after ``now`` (an aware time): 20:00 US Eastern, Sunday to
     Thursday (its holidays aside)."""
-    try:
-        eastern: datetime.tzinfo = zoneinfo.ZoneInfo(_US_EASTERN)
-    except LookupError:  # no time zone data (Windows without tzdata): standard time
-        eastern = datetime.timezone(datetime.timedelta(hours=-5), "EST")
-    day = now.astimezone(eastern).replace(hour=_ANNOUNCED_AT, minute=0, second=0, microsecond=0)
+    day = now.astimezone(_us_eastern()).replace(
+        hour=_ANNOUNCED_AT, minute=0, second=0, microsecond=0
+    )
     while day <= now or day.weekday() not in _ANNOUNCING_DAYS:
         day += datetime.timedelta(days=1)
     return day
@@ -6059,19 +6082,19 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     return "\n".join(lines)
 
 
+def _listed_words(item: Announced) -> tuple[str, str, str]:
+    return item.paper.title, _authors(item.paper.authors), item.paper.abstract
+
+
 def _found_in_listing(listing: Listing, find: str) -> list[Announced]:
     """The papers of ``listing`` whose title, authors and abstract hold ``find``'s words, best first
     (``find_across``)."""
     items = {item.paper.arxiv_id: item for item in listing.items}
     texts = (
-        Findable(arxiv_id, "", [Passage(page=0, offset=0, text=_listing_text(item.paper))])
+        Findable(arxiv_id, "", [Passage(page=0, offset=0, text="\n".join(_listed_words(item)))])
         for arxiv_id, item in items.items()
     )
     return [items[hit.arxiv_id] for hit in find_across(texts, find)[0]]
-
-
-def _listing_text(paper: Paper) -> str:
-    return "\n".join([paper.title, ", ".join(a.name for a in paper.authors), paper.abstract])
 
 
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:
@@ -8221,12 +8244,7 @@ def asks_for_listing(call: ToolCall) -> bool:
 def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
     """The latest announcement of the categories (``PaperLibrary.listing``), narrowed by ``find``
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
-    request, words = call.search(), ""
-    if call.find:
-        parsed = parse_read(None, call.find)
-        if isinstance(parsed, str):
-            return Answer(f"{ERROR} {parsed}")
-        words = parsed.words
+    request, words = call.search(), (call.find or "").strip()
     deadline = _deadline(library.settings, library.limiter)
     listing = library.listing(request.categories, deadline)
     if listing.items:

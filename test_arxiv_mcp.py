@@ -1867,6 +1867,24 @@ def test_the_real_announcement_capture_parses_every_item():
     )
 
 
+def test_the_real_capture_of_the_feeds_atom_form_parses_too():
+    listing = am.parse_listing((DATA / "atom_cs.LG_2026-09-25_trimmed.xml").read_bytes())
+    assert listing.date == "2026-09-25"
+    assert [item.announce_type for item in listing.items] == ["new", "cross", "replace"]
+    new, cross, replaced = (item.paper for item in listing.items)
+    assert new.arxiv_id == "2609.28553v1" and new.title.startswith("SMILESGNN")
+    assert new.journal_ref.startswith("2026 International Conference on Multimedia Analysis")
+    assert new.dois == ("10.1109/MAPR72750.2026.11685822",) and len(new.authors) == 6
+    assert new.abstract.startswith("Drug toxicity prediction") and new.categories == (
+        "cs.LG",
+        "cs.AI",
+    )
+    assert (cross.primary_category, replaced.arxiv_id) == ("hep-ph", "2401.08875v3")
+    assert (
+        listing.current_until == datetime.datetime(2026, 9, 26, 4, tzinfo=datetime.UTC).timestamp()
+    )
+
+
 def test_a_built_day_keeps_arxivs_order_and_every_field_the_feed_gives():
     listing = am.parse_listing(announcement(ANNOUNCED, BUSY_DAY))
     assert [item.announce_type for item in listing.items] == BUSY_DAY
@@ -6450,8 +6468,8 @@ def test_server_registers_exactly_one_tool_with_annotations():
         "start",
     ]
     schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
-    # about 1,000 tokens; find across papers (issue 32) added ≤ 300
-    assert len(schema) <= 3_958 + 300, len(schema)
+    # about 1,000 tokens; find across papers (issue 32) added ≤ 300, the day's announcements ≤ 250
+    assert len(schema) <= 3_958 + 300 + 250, len(schema)
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
 
@@ -6703,7 +6721,13 @@ def test_categories_alone_list_the_latest_announcement_paged_in_arxivs_order(env
 def test_find_narrows_the_listing_best_first_with_no_request(env):
     env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED, BUSY_DAY))]
     call(categories="cs.LG")
-    texts = {paper.arxiv_id: am._listing_text(paper) for paper in ANNOUNCED}
+    listed = am.parse_listing(announcement(ANNOUNCED, BUSY_DAY)).items
+    texts = {  # what find searches: each paper's title, authors and abstract
+        item.paper.arxiv_id: "\n".join(
+            [item.paper.title, ", ".join(a.name for a in item.paper.authors), item.paper.abstract]
+        )
+        for item in listed
+    }
     holding = {
         arxiv_id
         for arxiv_id, text in texts.items()
