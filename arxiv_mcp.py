@@ -6082,19 +6082,15 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     return "\n".join(lines)
 
 
-def _listed_words(item: Announced) -> tuple[str, str, str]:
-    return item.paper.title, _authors(item.paper.authors), item.paper.abstract
-
-
 def _found_in_listing(listing: Listing, find: str) -> list[Announced]:
     """The papers of ``listing`` whose title, authors and abstract hold ``find``'s words, best first
-    (``find_across``)."""
-    items = {item.paper.arxiv_id: item for item in listing.items}
-    texts = (
-        Findable(arxiv_id, "", [Passage(page=0, offset=0, text="\n".join(_listed_words(item)))])
-        for arxiv_id, item in items.items()
-    )
-    return [items[hit.arxiv_id] for hit in find_across(texts, find)[0]]
+    (``find_across``, over one passage a paper: ties in arXiv's order)."""
+    passages = [
+        Passage(page=0, offset=n, text=f"{p.title}\n{_authors(p.authors)}\n{p.abstract}")
+        for n, p in enumerate(item.paper for item in listing.items)
+    ]
+    hits = find_across([Findable("listing", "", passages)], find)[0]
+    return [listing.items[hit.passage.offset] for hit in hits]
 
 
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:

@@ -12,6 +12,7 @@
     uv run bench_arxiv_mcp.py --machine    # three stdio servers on one cache folder
     uv run bench_arxiv_mcp.py --find       # `find` over the 50 papers read, warm, restarted
     uv run bench_arxiv_mcp.py --stalls     # answers beside background PDF work; memory
+    uv run bench_arxiv_mcp.py --listing    # a day's announcement of 2,000 papers
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -24,6 +25,8 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import datetime
+import email.utils
 import functools
 import http.server
 import itertools
@@ -37,9 +40,11 @@ import threading
 import time
 import unittest.mock
 import urllib.parse
+import zoneinfo
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import arxiv_mcp as am
 
@@ -121,6 +126,7 @@ def stand_in_settings(
         api_url=f"{base}/api/query",
         pdf_url=f"{base}/pdf/{{id}}",
         html_url=f"{html_base}/html/{{id}}",
+        rss_url=f"{base}/rss/{{categories}}",
         min_interval=min_interval,
         deadline=600,
     )
@@ -1184,6 +1190,39 @@ def search_feed(ids: list[str]) -> str:
     )
 
 
+def announcement(papers, types, day=None) -> bytes:
+    """A day's feed as arXiv's feed service writes it (arXiv/arxiv-feed's serializer, as in the
+    real capture): ``papers`` announced as ``types``, dated ``day`` (default: today's, US
+    Eastern)."""
+    eastern = zoneinfo.ZoneInfo("America/New_York")
+    day = day or datetime.datetime.now(eastern).replace(hour=0, minute=0, second=0, microsecond=0)
+    stamp = email.utils.format_datetime(day)
+    items = []
+    for paper, kind in zip(papers, types, strict=True):
+        base = am._split_version(paper.arxiv_id)[0]
+        categories = dict.fromkeys([paper.primary_category, *paper.categories])
+        extras = "".join(f"<category>{c}</category>" for c in categories)
+        extras += f"<pubDate>{stamp}</pubDate><arxiv:announce_type>{kind}</arxiv:announce_type>"
+        extras += "".join(f"<arxiv:DOI>{escape(d)}</arxiv:DOI>" for d in paper.dois[:1])
+        if paper.journal_ref:
+            extras += (
+                f"<arxiv:journal_reference>{escape(paper.journal_ref)}</arxiv:journal_reference>"
+            )
+        creators = escape(", ".join(author.name for author in paper.authors))
+        items.append(
+            f"<item><title>{escape(paper.title)}</title><link>https://arxiv.org/abs/{base}</link>"
+            f"<description>arXiv:{paper.arxiv_id} Announce Type: {kind} \nAbstract: "
+            f'{escape(paper.abstract)}</description><guid isPermaLink="false">'
+            f"oai:arXiv.org:{paper.arxiv_id}</guid>{extras}<dc:creator>{creators}</dc:creator></item>"
+        )
+    return (
+        "<?xml version='1.0' encoding='UTF-8'?>\n"
+        '<rss xmlns:arxiv="http://arxiv.org/schemas/atom" xmlns:dc="http://purl.org/dc/elements/1.1/"'
+        ' version="2.0"><channel><title>cs.LG updates on arXiv.org</title>'
+        f"<pubDate>{stamp}</pubDate>{''.join(items)}</channel></rss>"
+    ).encode()
+
+
 def first_section(overview: str) -> str:
     """The number (or first word) of the first section an overview lists."""
     return re.search(r"^- \*\*(\S+)", overview.split("## Sections")[1], re.M)[1]
@@ -1245,6 +1284,53 @@ def report_pace(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             f"{', '.join(f'{name} {seconds:.2f}' for name, seconds in calls)} | {requests} |"
         )
     stand_in.shutdown()
+
+
+def report_listing(runs: int) -> None:
+    """The day's announcement at the feed's cap, 2,000 papers (the 100 real entries of a captured
+    search, renumbered), from a loopback feed: the first call (the request, parsing, keeping it on
+    disk, a page), the next page, ``find`` within it, the first call after a restart (from the
+    disk), and the memory a parsed day holds."""
+    import tracemalloc
+
+    real = am.parse_feed((HERE / "testdata" / "2026_search_testing_100results.xml").read_bytes())
+    papers = [
+        dataclasses.replace(paper, arxiv_id=f"2609.{n:05d}v1")
+        for n, paper in enumerate(real.papers * 20)
+    ]
+    kinds = ["new"] * 800 + ["cross"] * 400 + ["replace"] * 700 + ["replace-cross"] * 100
+    feed = announcement(papers, kinds)
+    server = serve(lambda path, query: (feed, "application/rss+xml"))
+    settings = stand_in_settings(server)
+    rows: dict[str, list[float]] = {}
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            cache = am.DiskCache(folder, 10**9)
+            library = am.PaperLibrary(settings, am.RateLimiter(0), cache)
+            for name, arguments, asked in (
+                ("first call: the feed asked, parsed, kept, a page", {}, library),
+                ("the next page", {"start": 10}, library),
+                ('`find="neural network"` within it', {"find": "neural network"}, library),
+                ("the first call after a restart (from the disk)", {}, None),
+            ):
+                asked = asked or am.PaperLibrary(settings, am.RateLimiter(0), cache)
+                seconds, answer = timed(
+                    am.arxiv_tool, categories="cs.AI", library=asked, **arguments
+                )
+                assert not str(answer).startswith(am.ERROR), answer
+                rows.setdefault(name, []).append(seconds)
+    server.shutdown()
+    tracemalloc.start()
+    listing = am.parse_listing(feed)
+    held = tracemalloc.get_traced_memory()[0] / 1e6
+    tracemalloc.stop()
+    print(
+        f"\n| {len(listing.items):,} papers, a {len(feed) / 1e6:.1f} MB feed | median of {runs} |"
+    )
+    print("|---|---|")
+    for name, seconds in rows.items():
+        print(f"| {name} | {statistics.median(seconds) * 1000:.0f} ms |")
+    print(f"| memory a parsed day holds | {held:.1f} MB |")
 
 
 def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -> None:
@@ -1394,6 +1480,12 @@ def main() -> None:
         help="only the agent session at arXiv's pace through a real stdio server (issue 40)",
     )
     parser.add_argument(
+        "--listing",
+        action="store_true",
+        help="only the day's announcement at the feed's cap: asked, paged, found, restarted "
+        "(issue 44)",
+    )
+    parser.add_argument(
         "--stalls",
         action="store_true",
         help="only answers beside background PDF work, after a restart, and memory (issue 34)",
@@ -1431,6 +1523,7 @@ def main() -> None:
         "find": lambda: report_find_across(pdfs, args.runs),
         "stalls": lambda: report_stalls(pdfs, args.runs, args.server),
         "pace": lambda: report_pace(pdfs, args.runs, args.server),
+        "listing": lambda: report_listing(args.runs),
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()

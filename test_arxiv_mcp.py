@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 import arxiv_mcp as am
 from bench_arxiv_mcp import (
     ATOM_ENTRY,
+    announcement,
     corpus_answer,
     debris,
     routing_overviews,
@@ -1805,41 +1806,6 @@ BUSY_DAY = ["new"] * 40 + ["cross"] * 30 + ["replace"] * 25 + ["replace-cross"] 
 RSS_URL = "https://rss.arxiv.org/rss/"
 
 
-def announcement(papers, types, day=None) -> bytes:
-    """A day's feed as arXiv's feed service writes it (arXiv/arxiv-feed's serializer, as in the
-    real capture): ``papers`` announced as ``types``, dated ``day`` (default: today's, US
-    Eastern)."""
-    from xml.sax.saxutils import escape
-
-    eastern = zoneinfo.ZoneInfo("America/New_York")
-    day = day or datetime.datetime.now(eastern).replace(hour=0, minute=0, second=0, microsecond=0)
-    stamp = email.utils.format_datetime(day)
-    items = []
-    for paper, kind in zip(papers, types, strict=True):
-        base = am._split_version(paper.arxiv_id)[0]
-        categories = dict.fromkeys([paper.primary_category, *paper.categories])
-        extras = "".join(f"<category>{c}</category>" for c in categories)
-        extras += f"<pubDate>{stamp}</pubDate><arxiv:announce_type>{kind}</arxiv:announce_type>"
-        extras += "".join(f"<arxiv:DOI>{escape(d)}</arxiv:DOI>" for d in paper.dois[:1])
-        if paper.journal_ref:
-            extras += (
-                f"<arxiv:journal_reference>{escape(paper.journal_ref)}</arxiv:journal_reference>"
-            )
-        creators = escape(", ".join(author.name for author in paper.authors))
-        items.append(
-            f"<item><title>{escape(paper.title)}</title><link>https://arxiv.org/abs/{base}</link>"
-            f"<description>arXiv:{paper.arxiv_id} Announce Type: {kind} \nAbstract: "
-            f'{escape(paper.abstract)}</description><guid isPermaLink="false">'
-            f"oai:arXiv.org:{paper.arxiv_id}</guid>{extras}<dc:creator>{creators}</dc:creator></item>"
-        )
-    return (
-        "<?xml version='1.0' encoding='UTF-8'?>\n"
-        '<rss xmlns:arxiv="http://arxiv.org/schemas/atom" xmlns:dc="http://purl.org/dc/elements/1.1/"'
-        ' version="2.0"><channel><title>cs.LG updates on arXiv.org</title>'
-        f"<pubDate>{stamp}</pubDate>{''.join(items)}</channel></rss>"
-    ).encode()
-
-
 def rss(body: bytes, url: str = RSS_URL):
     return FakeResponse(body, url, "application/rss+xml")
 
@@ -1924,9 +1890,11 @@ def test_a_rejected_feed_passes_on_arxivs_words(env):
         b"<?xml version='1.0'?><rss version='2.0'><channel><title>Feed error for query: cs.ZZ"
         b"</title><description>" + said.encode() + b"</description></channel></rss>"
     )
-    env.script["rss.arxiv.org"] = [http_error(RSS_URL, 400, body)]
+    env.script["rss.arxiv.org"] = [http_error(RSS_URL, 400, body), http_error(RSS_URL, 400, body)]
     with pytest.raises(am.QueryRejected, match="Invalid archive or category: cs.ZZ"):
         am.fetch_listing(["cs.CL"])
+    answer = call(categories="cs.CL")
+    assert answer == f"{am.ERROR} arXiv's feed rejected the categories: {said}"
 
 
 @pytest.mark.parametrize(
@@ -6744,11 +6712,9 @@ def test_find_narrows_the_listing_best_first_with_no_request(env):
     )
     assert set(found) == holding and len(found) == 5
     # find's ranking (BM25 on one scale), over each paper's title, authors and abstract
-    ranked = am.find_across(
-        [am.Findable(i, "", [am.Passage(0, 0, text)]) for i, text in texts.items()],
-        "autonomous driving",
-    )[0]
-    assert found == [hit.arxiv_id for hit in ranked]
+    passages = [am.Passage(0, n, text) for n, text in enumerate(texts.values())]
+    ranked = am.find_across([am.Findable("day", "", passages)], "autonomous driving")[0]
+    assert found == [list(texts)[hit.passage.offset] for hit in ranked]
     assert len(env.requests) == 1
 
 
