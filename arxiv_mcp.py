@@ -1023,6 +1023,32 @@ def api_url(params: dict[str, str], settings: Settings | None = None) -> str:
     return f"{settings.api_url}?{query}"
 
 
+def _api_rejection(body: bytes) -> QueryRejected | None:
+    """The API's reason for refusing a request: it answers a bad query with HTTP 400 and an Atom
+    error entry."""
+    try:
+        parse_feed(body)
+    except ArxivError as error:
+        return error if isinstance(error, QueryRejected) else None
+    return None
+
+
+def _fetch_xml(
+    url: str,
+    accept: str,
+    source: str,
+    rejection: Callable[[bytes], QueryRejected | None],
+    **options: Any,
+) -> bytes:
+    """The body of an XML feed (``http_get`` with ``options``, at most ``_MAX_FEED_BYTES``); a final
+    HTTP error raises the ``rejection`` its body explains, else ArxivError naming ``source``."""
+    try:
+        return http_get(url, accept=accept, max_bytes=_MAX_FEED_BYTES, **options).body
+    except _StatusError as error:
+        failure = rejection(error.body) or ArxivError(f"The {source} answered HTTP {error.status}.")
+    raise failure from None
+
+
 def fetch_feed(
     params: dict[str, str],
     *,
@@ -1035,26 +1061,18 @@ def fetch_feed(
     see
     ``http_get``."""
     url = api_url(params, settings)
-    try:
-        response = http_get(
+    return parse_feed(
+        _fetch_xml(
             url,
-            accept="application/atom+xml",
-            max_bytes=_MAX_FEED_BYTES,
+            "application/atom+xml",
+            "arXiv API",
+            _api_rejection,
             deadline=deadline,
             settings=settings,
             limiter=limiter,
             patience=patience,
         )
-    except _StatusError as error:
-        # The API answers a bad query with HTTP 400 and an Atom error entry: quote it.
-        try:
-            parse_feed(error.body)
-        except QueryRejected as rejected:
-            raise rejected from None
-        except ArxivError:
-            pass
-        raise ArxivError(f"The arXiv API answered HTTP {error.status}.") from None
-    return parse_feed(response.body)
+    )
 
 
 def fetch_metadata(
@@ -1470,6 +1488,20 @@ def parse_listing(data: bytes) -> Listing:
     raise ArxivError("The arXiv feed is not a dated RSS feed; try again later.", transient=True)
 
 
+def _listing_rejection(body: bytes) -> QueryRejected | None:
+    """The feed's reason for refusing a request: it answers an unknown category with HTTP 400 and a
+    feed whose description says what is valid."""
+    try:
+        said = _collapse_space(_xml_root(body, "arXiv feed").findtext("channel/description"))
+    except ArxivError:
+        return None
+    return (
+        QueryRejected(f"arXiv's feed rejected the categories: {truncate(said, 300)[0]}")
+        if said
+        else None
+    )
+
+
 def fetch_listing(
     categories: Sequence[str],
     *,
@@ -1484,30 +1516,18 @@ def fetch_listing(
     such a feed stays current for ``_STALE_FEED_KEPT`` seconds."""
     settings = settings or SETTINGS
     url = settings.rss_url.replace("{categories}", listing_name(categories))
-    try:
-        response = http_get(
+    listing = parse_listing(
+        _fetch_xml(
             url,
-            accept="application/rss+xml",
-            max_bytes=_MAX_FEED_BYTES,
+            "application/rss+xml",
+            "arXiv feed",
+            _listing_rejection,
             deadline=deadline,
             settings=settings,
             limiter=limiter,
             patience=patience,
         )
-    except _StatusError as error:
-        # arXiv's feed answers an unknown category with HTTP 400 and a feed that says why.
-        try:
-            said = _collapse_space(
-                _xml_root(error.body, "arXiv feed").findtext("channel/description")
-            )
-        except ArxivError:
-            said = ""
-        if error.status == 400 and said:
-            raise QueryRejected(
-                f"arXiv's feed rejected the categories: {truncate(said, 300)[0]}"
-            ) from None
-        raise ArxivError(f"arXiv's feed answered HTTP {error.status}.") from None
-    listing = parse_listing(response.body)
+    )
     return dataclasses.replace(
         listing, current_until=max(listing.current_until, time.time() + _STALE_FEED_KEPT)
     )
