@@ -636,18 +636,21 @@ class SharedLimiter(RateLimiter):
         with self._guard:
             descriptor = self._lock("turns.json", self.clock() + _STATE_WAIT)
             try:
-                kept = os.read(descriptor, 1 << 16) if descriptor is not None else b""
+                written_before = os.read(descriptor, 1 << 16) if descriptor is not None else b""
                 # a new or damaged file: this process's turns
                 with contextlib.suppress(ValueError, TypeError):
-                    self._turns = _rebased(_Turns(**json.loads(kept)), self.wall(), self.clock())
+                    self._turns = _rebased(
+                        _Turns(**json.loads(written_before)), self.wall(), self.clock()
+                    )
                 yield self._turns
-                if descriptor is not None:  # even unchanged: a wait cut to its length is kept so
+                # even unchanged: a wait cut to its length is kept so
+                if descriptor is not None:
                     written = json.dumps(
                         dataclasses.asdict(_rebased(self._turns, self.clock(), self.wall()))
                     )
                     # padded over the last, not truncated: 10 times faster
                     os.lseek(descriptor, 0, os.SEEK_SET)
-                    os.write(descriptor, written.encode().ljust(len(kept)))
+                    os.write(descriptor, written.encode().ljust(len(written_before)))
             finally:
                 _unlock_file(descriptor)
 
@@ -1817,7 +1820,7 @@ def _hidden_spans(
             ):
                 del hiding[id(span)]
     passages: list[Hidden] = []
-    kept: set[int] = set()
+    hidden_ids: set[int] = set()
     drawn = [
         (n, span) for n, line in enumerate(lines) for span in line["spans"] if span["text"].strip()
     ]
@@ -1838,8 +1841,8 @@ def _hidden_spans(
                 for _, s in run
             )
             passages.append(Hidden(text, ", ".join(hows), page.number + 1))
-            kept.update(id(s) for _, s in run)
-    return passages, kept
+            hidden_ids.update(id(s) for _, s in run)
+    return passages, hidden_ids
 
 
 def _page_blocks(page: "pymupdf.Page") -> tuple[list[str], list[Hidden]]:
@@ -3239,10 +3242,10 @@ def _with_spaces(glued: str, lines: Sequence[str]) -> str:
     """``glued`` text as the PDF spaces it: the run of ``lines`` that holds its characters, else
     ``glued``."""
     plain = " ".join(lines)
-    kept = [i for i, ch in enumerate(plain) if not ch.isspace()]
+    letters = [i for i, ch in enumerate(plain) if not ch.isspace()]
     wanted = "".join(glued.split())
-    at = "".join(plain[i] for i in kept).find(wanted)
-    return plain[kept[at] : kept[at + len(wanted) - 1] + 1] if wanted and at >= 0 else glued
+    at = "".join(plain[i] for i in letters).find(wanted)
+    return plain[letters[at] : letters[at + len(wanted) - 1] + 1] if wanted and at >= 0 else glued
 
 
 def _clean_box(text: str, bbox: Sequence[float], glyphs: Callable[[], _PageGlyphs]) -> str:
@@ -6571,7 +6574,7 @@ class _PaperState:
         False  # its PDF is downloaded: for its text, or for the images of a paper read from HTML
     )
     from_disk: bool = False  # its text's download came from the disk cache
-    kept: tuple[DiskCache, str] | None = (
+    disk_text: tuple[DiskCache, str] | None = (
         None  # where its PDF's structure and pages are kept: (cache, version)
     )
     text_error: ArxivError | None = (
@@ -6619,15 +6622,19 @@ def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
 
 
-def _load_kept_part(kept: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
+def _load_text_part(disk_text: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
     """A part of a paper's PDF text (its structure, a page) kept on disk by these rules, or None."""
-    return _from_record(kind, kept[0].get("text", _text_key(kept[1], part))) if kept else None
+    return (
+        _from_record(kind, disk_text[0].get("text", _text_key(disk_text[1], part)))
+        if disk_text
+        else None
+    )
 
 
-def _store_kept_part(kept: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
-    """Keep a part's record on disk by these rules (``_load_kept_part`` reads it)."""
-    if kept:
-        kept[0].put("text", _text_key(kept[1], part), record)
+def _store_text_part(disk_text: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
+    """Keep a part's record on disk by these rules (``_load_text_part`` reads it)."""
+    if disk_text:
+        disk_text[0].put("text", _text_key(disk_text[1], part), record)
 
 
 class Converter:
@@ -7005,19 +7012,19 @@ class Scheduler:
             with self.changed:
                 state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
             return
-        _store_kept_part(state.kept, "structure", record)
+        _store_text_part(state.disk_text, "structure", record)
         with self.changed:
             state.structure = structure
 
     def _convert(self, state: _PaperState, page: int) -> None:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
-        if (converted := _load_kept_part(state.kept, f"page {page}", PageMarkdown)) is None:
+        if (converted := _load_text_part(state.disk_text, f"page {page}", PageMarkdown)) is None:
             record = self.converter.page(
                 state.key, state.pdf, page, state.structure.hidden_on(page)
             )
             if not (converted := _from_record(PageMarkdown, record)).fallback:
-                _store_kept_part(state.kept, f"page {page}", record)
+                _store_text_part(state.disk_text, f"page {page}", record)
         with self.changed:
             state.pages[page], state.regions[page] = converted.markdown, converted.regions
             listeners, count = list(state.listeners), state.structure.page_count
@@ -7174,8 +7181,8 @@ class PaperLibrary:
             listing = self._listings.get(name)
         if listing is None or listing.current_until <= time.time():
             with _one_fetch(self.cache, "listing", name, self.settings.deadline):
-                kept = self.cache.get("listing", name) if self.cache is not None else None
-                listing = _from_record(Listing, kept)
+                body = self.cache.get("listing", name) if self.cache is not None else None
+                listing = _from_record(Listing, body)
                 if listing is None or listing.current_until <= time.time():
                     listing = fetch_listing(
                         categories, deadline=deadline, settings=self.settings, limiter=self.limiter
@@ -7247,20 +7254,20 @@ class PaperLibrary:
                 continue
             seen.add(version)
             with self.scheduler.changed:
-                kept = self._kept_texts.pop(key, None)
-            if kept is None:
+                text_read = self._kept_texts.pop(key, None)
+            if text_read is None:
                 paper = _from_record(Paper, self.cache.get("meta", version, use=False))
                 text = _from_record(
                     HtmlPaper if part == "html" else Structure,
                     self.cache.get("text", key, use=False),
                 )
-                kept = _findable(version, paper.title if paper else "", text) if text else None
-            if kept is not None:
+                text_read = _findable(version, paper.title if paper else "", text) if text else None
+            if text_read is not None:
                 with self.scheduler.changed:
-                    self._kept_texts[key] = kept
+                    self._kept_texts[key] = text_read
                     while len(self._kept_texts) > _FIND_KEPT:
                         self._kept_texts.popitem(last=False)
-                yield kept
+                yield text_read
 
     def read(
         self,
@@ -7410,13 +7417,15 @@ class PaperLibrary:
                 if cache and not remembered
                 else None
             )
-            kept = cache.get("html", version) if cache and not remembered and html is None else None
-            from_disk = html is not None or kept is not None
+            page_on_disk = (
+                cache.get("html", version) if cache and not remembered and html is None else None
+            )
+            from_disk = html is not None or page_on_disk is not None
             try:
                 if remembered:  # a "no HTML" answer of the last day
                     raise ArxivError(f"arXiv has no HTML for {version}.")
                 if html is None:
-                    if kept is None:
+                    if page_on_disk is None:
                         self._tell(state, "Downloading arXiv's HTML")
                         with self.scheduler.request_turn(
                             self._urgency(state, URGENT_PDF), url=self.settings.html_url
@@ -7429,11 +7438,11 @@ class PaperLibrary:
                                 patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE,
                             )
                     else:
-                        page = kept.decode("utf-8", errors="replace")
+                        page = page_on_disk.decode("utf-8", errors="replace")
                     html = parse_html(page, version)
                     if cache is not None:
                         cache.put("text", text_key, _record(html))
-                        if kept is None:
+                        if page_on_disk is None:
                             cache.put("html", version, page.encode())
             except Exception as error:
                 failure = _as_arxiv_error(
@@ -7467,7 +7476,7 @@ class PaperLibrary:
         cache = self._cache_for(version)
         try:
             with _one_fetch(cache, "pdf", version, self.settings.deadline):
-                pdf = kept = cache.get("pdf", version) if cache is not None else None
+                pdf = pdf_on_disk = cache.get("pdf", version) if cache is not None else None
                 if pdf is None:
                     with changed:
                         self.scheduler.add(state)  # the converter starts while the PDF downloads
@@ -7477,12 +7486,12 @@ class PaperLibrary:
                         pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
                     if cache is not None:
                         cache.put("pdf", version, pdf)
-            keeping = (cache, version) if cache is not None else None
+            disk_text = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
-            structure = _load_kept_part(keeping, "structure", Structure)
+            structure = _load_text_part(disk_text, "structure", Structure)
             with changed:
-                state.pdf, state.kept = pdf, keeping
-                state.from_disk = state.from_disk or kept is not None and state.html is None
+                state.pdf, state.disk_text = pdf, disk_text
+                state.from_disk = state.from_disk or pdf_on_disk is not None and state.html is None
                 state.structure = structure or state.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.scheduler.add(state)
@@ -7499,12 +7508,12 @@ class PaperLibrary:
         disk past its time, marked, or with the paper's own (``_own_paper``)."""
         try:
             with _one_fetch(self.cache, "meta", state.arxiv_id, self.settings.deadline):
-                kept = (
+                on_disk = (
                     self.cache.get("meta", state.arxiv_id, _CACHED_TTL)
                     if self.cache is not None
                     else None
                 )
-                if (paper := _from_record(Paper, kept)) is None:
+                if (paper := _from_record(Paper, on_disk)) is None:
                     with self.scheduler.request_turn(
                         self._urgency(state, URGENT_SMALL), url=self.settings.api_url
                     ):
