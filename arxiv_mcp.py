@@ -6815,6 +6815,11 @@ class ConverterProcess:
         self.process, self._open = None, set()
 
 
+# What a PDF job hands back to the paper's library: a structure pass, a converted page, nothing (a
+# PDF closed), or the error that costs the paper its text.
+JobOutcome = Structure | tuple[int, PageMarkdown] | Exception | None
+
+
 class Scheduler:
     """Whose turn it is, by priority: for MuPDF and for arXiv.
 
@@ -6842,6 +6847,7 @@ class Scheduler:
         self,
         settings: Callable[[], Settings],
         needed: Callable[[_PaperState], set[int]],
+        done: Callable[[_PaperState, "JobOutcome"], None],
         downloading: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -6853,6 +6859,7 @@ class Scheduler:
             settings  # the library's (they can change): the full text's pages, the idle exit
         )
         self.needed = needed  # the pages that a paper's waiting callers need
+        self.done = done  # takes what a job made for a paper: the scheduler never writes a paper
         self.downloading = downloading  # whether a caller waits for a PDF still downloading
         self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
@@ -6903,7 +6910,9 @@ class Scheduler:
         with self.changed:
             return any(self._next_job(structures) is not None for structures in self._lanes)
 
-    def _job_for(self, state: _PaperState) -> tuple[tuple[int, ...], Callable[[], None]] | None:
+    def _job_for(
+        self, state: _PaperState
+    ) -> tuple[tuple[int, ...], Callable[[], "JobOutcome"]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
         pdf = state.pdf
         if state.forgotten or state.text_error is not None or pdf is None:
@@ -6942,7 +6951,7 @@ class Scheduler:
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
 
-    def _next_job(self, structures: bool) -> tuple[_PaperState, Callable[[], None]] | None:
+    def _next_job(self, structures: bool) -> tuple[_PaperState, Callable[[], "JobOutcome"]] | None:
         """The most urgent job of all papers in the lane of the structure passes (``structures``) or
         of the rest, with its paper, or None; papers with nothing left to do are dropped."""
         jobs = []
@@ -6992,31 +7001,18 @@ class Scheduler:
                 continue
             state, action = job
             try:
-                action()
-            except (
-                Exception
-            ) as error:  # never tried again: it costs its paper's text, and the thread goes on
-                with self.changed:
-                    state.text_error = state.text_error or _as_arxiv_error(
-                        error, "The PDF could not be read (an internal error)."
-                    )
-            with self.changed:
-                self.changed.notify_all()
+                outcome = action()
+            except Exception as error:  # never tried again: it costs its paper's text
+                outcome = error
+            self.done(state, outcome)
 
-    def _structure(self, state: _PaperState, pdf: bytes) -> None:
-        """Read the PDF's structure (``read_structure``)."""
-        try:
-            record = self._converter_of(True).structure(state.key, pdf)
-            structure = _from_record(Structure, record)
-        except Exception as error:
-            with self.changed:
-                state.text_error = _as_arxiv_error(error, "The PDF could not be read.")
-            return
+    def _structure(self, state: _PaperState, pdf: bytes) -> Structure:
+        """Read the PDF's structure (``read_structure``), and keep it on disk."""
+        record = self._converter_of(True).structure(state.key, pdf)
         _store_text_part(state.disk_text, "structure", record)
-        with self.changed:
-            state.structure = structure
+        return _from_record(Structure, record)
 
-    def _convert(self, state: _PaperState, page: int) -> None:
+    def _convert(self, state: _PaperState, page: int) -> tuple[int, PageMarkdown]:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
         if (converted := _load_text_part(state.disk_text, f"page {page}", PageMarkdown)) is None:
@@ -7025,13 +7021,7 @@ class Scheduler:
             )
             if not (converted := _from_record(PageMarkdown, record)).fallback:
                 _store_text_part(state.disk_text, f"page {page}", record)
-        with self.changed:
-            state.pages[page], state.regions[page] = converted.markdown, converted.regions
-            listeners, count = list(state.listeners), state.structure.page_count
-        for listener in listeners:
-            # a listener's failure must not fail the conversion
-            with contextlib.suppress(Exception):
-                listener(len(state.pages), count, f"Converted page {page} of {count}")
+        return page, converted
 
     def _close(self, state: _PaperState) -> None:
         """Close the PDF of a paper with no work left (it is opened again if pages are asked
@@ -7108,7 +7098,11 @@ class PaperLibrary:
             cache  # the server's disk cache (``main`` turns it on); None: nothing is written
         )
         self.scheduler = Scheduler(
-            lambda: self.settings, self._wanted_pages, self._downloading, self.limiter.clock
+            lambda: self.settings,
+            self._wanted_pages,
+            self._job_done,
+            self._downloading,
+            self.limiter.clock,
         )
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
@@ -7370,10 +7364,12 @@ class PaperLibrary:
         work."""
         return lambda: waited_for if state.waiting else URGENT_BACKGROUND
 
-    def _tell(self, state: _PaperState, message: str) -> None:
+    def _tell(
+        self, state: _PaperState, message: str, done: float = 0, total: float | None = None
+    ) -> None:
         for listener in list(state.listeners):
             with contextlib.suppress(Exception):  # a listener's failure must not fail the read
-                listener(0, None, message)
+                listener(done, total, message)
 
     def _load(self, state: _PaperState) -> None:
         """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes
@@ -7583,6 +7579,24 @@ class PaperLibrary:
         threading.Thread(
             target=self._fetch_metadata, args=(state,), name="arxiv-metadata", daemon=True
         ).start()
+
+    def _job_done(self, state: _PaperState, outcome: JobOutcome) -> None:
+        """Write what a PDF job made into the paper's state: its structure, a converted page (and
+        tell its listeners), or the failure that costs it its text."""
+        with self.scheduler.changed:
+            if isinstance(outcome, Exception):
+                state.text_error = state.text_error or _as_arxiv_error(
+                    outcome, "The PDF could not be read (an internal error)."
+                )
+            elif isinstance(outcome, Structure):
+                state.structure = outcome
+            elif outcome is not None:
+                page, made = outcome
+                state.pages[page], state.regions[page] = made.markdown, made.regions
+            progress = len(state.pages), state.structure.page_count
+            self.scheduler.changed.notify_all()
+        if isinstance(outcome, tuple):
+            self._tell(state, f"Converted page {outcome[0]} of {progress[1]}", *progress)
 
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading (with ``changed`` held)."""

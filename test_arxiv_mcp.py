@@ -4297,7 +4297,7 @@ def test_an_id_without_a_version_reads_the_html_of_the_latest_version(html_env):
 
 def test_a_request_to_one_host_never_waits_behind_another_hosts():
     scheduler, order, holding = (
-        am.Scheduler(am.Settings, needed=lambda state: set()),
+        am.Scheduler(am.Settings, needed=lambda state: set(), done=lambda state, outcome: None),
         [],
         threading.Event(),
     )
@@ -5546,7 +5546,9 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
 
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
-    scheduler = am.Scheduler(am.Settings, needed=lambda state: state.read_on)
+    scheduler = am.Scheduler(
+        am.Settings, needed=lambda state: state.read_on, done=lambda state, outcome: None
+    )
     states = [
         am._PaperState(f"2101.0000{n}", pdf=b"%PDF-", loading=False, structure=am.Structure(5))
         for n in range(1, 4)
@@ -5565,7 +5567,7 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
 
 def test_arxiv_requests_take_turns_by_urgency_then_age():
     scheduler, order, holding = (
-        am.Scheduler(am.Settings, needed=lambda state: set()),
+        am.Scheduler(am.Settings, needed=lambda state: set(), done=lambda state, outcome: None),
         [],
         threading.Event(),
     )
