@@ -6065,14 +6065,6 @@ def format_find_across(
     )
 
 
-def _listing_line(rank: int, item: Announced) -> str:
-    paper, kind = item.paper, ANNOUNCE_TYPES[item.announce_type]
-    return (
-        f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
-        f"{paper.primary_category}" + (f" · {kind}" if kind else "")
-    )
-
-
 def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> str:
     """A day's announcement as compact Markdown: its categories, date and counts, then a line per
     paper in arXiv's order (with ``find``, those that hold its words, best first: ``find_across``'s
@@ -6089,7 +6081,12 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     if find:
         lines.append(f"Holding {_quote_input(find)}: {len(shown)} of them, best first.")
     lines.append("")
-    lines += [_listing_line(rank, item) for rank, item in enumerate(shown[first - 1 : last], first)]
+    lines += [  # as a search lists them, with what the announcement is when it is not new
+        f"{rank}. **{item.paper.title}** — {_short_authors(item.paper.authors)} · "
+        f"`{item.paper.arxiv_id}` · {item.paper.primary_category}"
+        + (f" · {ANNOUNCE_TYPES[item.announce_type]}" if item.announce_type != "new" else "")
+        for rank, item in enumerate(shown[first - 1 : last], first)
+    ]
     if first > last and shown:
         lines.append(f"No papers at start={request.start}: the list has {len(shown)}.")
     lines.append("")
@@ -6815,6 +6812,9 @@ class ConverterProcess:
         self.process, self._open = None, set()
 
 
+# The scheduler's two lanes, by their threads' names: structure passes (in the server, a converter
+# process of their own, so that an overview never waits for a page), and pages and the rest.
+_STRUCTURES, _PAGES = "arxiv-structures", "arxiv-pages"
 # What a PDF job hands back to the paper's library: a structure pass, a converted page, nothing (a
 # PDF closed), or the error that costs the paper its text.
 JobOutcome = Structure | tuple[int, PageMarkdown] | Exception | None
@@ -6869,8 +6869,7 @@ class Scheduler:
         ] = []  # requests waiting: (urgency, order, host)
         self._requesting: set[str] = set()  # the hosts a request is being sent to
         self._order = itertools.count()
-        # the threads running: of the structure passes (True), of the rest (False)
-        self._lanes: set[bool] = set()
+        self._lanes: set[str] = set()  # the lanes whose thread runs
         self._rendering = 0  # images being rendered in the structure passes' converter
 
     def add(self, state: _PaperState) -> None:
@@ -6882,10 +6881,10 @@ class Scheduler:
     def _wake(self) -> None:
         """Start the lanes' threads that are not running, and tell them of new work (with
         ``changed`` held)."""
-        for structures in {False, self.structure_converter is not None} - self._lanes:
-            self._lanes.add(structures)
-            name = "arxiv-structures" if structures else "arxiv-pages"
-            threading.Thread(target=self._run, args=(structures,), name=name, daemon=True).start()
+        lanes = {_PAGES, _STRUCTURES} if self.structure_converter is not None else {_PAGES}
+        for lane in lanes - self._lanes:
+            self._lanes.add(lane)
+            threading.Thread(target=self._run, args=(lane,), name=lane, daemon=True).start()
         self.changed.notify_all()
 
     def render(self, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
@@ -6896,7 +6895,7 @@ class Scheduler:
             self._rendering += 1
             self._wake()
         try:
-            return self._converter_of(True).render(None, pdf, page, bbox)
+            return self._converter_of(_STRUCTURES).render(None, pdf, page, bbox)
         finally:
             with self.changed:
                 self._rendering -= 1
@@ -6908,7 +6907,7 @@ class Scheduler:
 
     def has_work(self) -> bool:
         with self.changed:
-            return any(self._next_job(structures) is not None for structures in self._lanes)
+            return any(self._next_job(lane) is not None for lane in self._lanes)
 
     def _job_for(
         self, state: _PaperState
@@ -6951,15 +6950,14 @@ class Scheduler:
     def _order_of(self, state: _PaperState) -> int:
         return self._recent.index(state) if state in self._recent else -1
 
-    def _next_job(self, structures: bool) -> tuple[_PaperState, Callable[[], "JobOutcome"]] | None:
-        """The most urgent job of all papers in the lane of the structure passes (``structures``) or
-        of the rest, with its paper, or None; papers with nothing left to do are dropped."""
+    def _next_job(self, lane: str) -> tuple[_PaperState, Callable[[], "JobOutcome"]] | None:
+        """The most urgent job of all papers in ``lane``, with its paper, or None; papers with
+        nothing left to do are dropped."""
         jobs = []
         for state in list(self._papers):
             if (job := self._job_for(state)) is not None:
-                if (
-                    job[0][0] == JOB_STRUCTURE and self.structure_converter is not None
-                ) == structures:
+                structure_lane = job[0][0] == JOB_STRUCTURE and self.structure_converter is not None
+                if (_STRUCTURES if structure_lane else _PAGES) == lane:
                     jobs.append((job[0], state, job[1]))
             elif not state.loading and (
                 state.forgotten
@@ -6973,28 +6971,30 @@ class Scheduler:
                 self._papers.remove(state)
         return min(jobs, key=lambda job: job[0])[1:] if jobs else None
 
-    def _converter_of(self, structures: bool) -> Converter | ConverterProcess:
-        """The converter of the lane of the structure passes (``structures``), or of the rest."""
+    def _converter_of(self, lane: str) -> Converter | ConverterProcess:
+        """The converter of ``lane``."""
         return (
-            self.structure_converter if structures and self.structure_converter else self.converter
+            self.structure_converter
+            if lane == _STRUCTURES and self.structure_converter
+            else self.converter
         )
 
-    def _run(self, structures: bool) -> None:
-        """One lane's thread: the structure passes (``structure_converter``'s), or the rest."""
+    def _run(self, lane: str) -> None:
+        """``lane``'s thread."""
         while True:
-            converter = self._converter_of(structures)
+            converter = self._converter_of(lane)
             with self.changed:
-                while (job := self._next_job(structures)) is None:
+                while (job := self._next_job(lane)) is None:
                     if self._pdf_coming() and not converter.running:
                         break
                     if (
                         not self.changed.wait(self.settings().converter_idle)
-                        and self._next_job(structures) is None
+                        and self._next_job(lane) is None
                         and not self._pdf_coming()
-                        and not (structures and self._rendering)
+                        and not (lane == _STRUCTURES and self._rendering)
                     ):
                         converter.stop()  # its memory goes back: the next job starts it again
-                        self._lanes.discard(structures)
+                        self._lanes.discard(lane)
                         return
             if job is None:
                 converter.start()  # while a PDF downloads: the converter is ready when it arrives
@@ -7008,7 +7008,7 @@ class Scheduler:
 
     def _structure(self, state: _PaperState, pdf: bytes) -> Structure:
         """Read the PDF's structure (``read_structure``), and keep it on disk."""
-        record = self._converter_of(True).structure(state.key, pdf)
+        record = self._converter_of(_STRUCTURES).structure(state.key, pdf)
         _store_text_part(state.disk_text, "structure", record)
         return _from_record(Structure, record)
 
@@ -8170,18 +8170,6 @@ READ_MODES = {
     )
 }
 FULL = ReadRequest(READ_MODES["full"])  # what ``arxiv_markdown`` and the disk's texts are read for
-
-
-def read_paper(
-    paper: str,
-    section: str | None = None,
-    *,
-    find: str | None = None,
-    library: PaperLibrary | None = None,
-    on_progress: Progress | None = None,
-) -> str:
-    """The tool's reading half as text alone (``read_answer``'s text)."""
-    return read_answer(paper, section, find=find, library=library, on_progress=on_progress).text
 
 
 def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None) -> str:

@@ -288,25 +288,37 @@ def measure_paper(arxiv_id: str, settings: am.Settings, runs: int) -> dict[str, 
 
     for _ in range(runs):
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
-        seconds, overview = timed(am.read_paper, arxiv_id, library=library)
+        seconds, overview = timed(am.arxiv_tool, paper=arxiv_id, library=library)
         add("cold overview", seconds)
         add("overview chars", len(overview))
         first = re.search(r"^- \*\*(.+?)\*\* \(", overview, re.M)  # the first section listed
         selector = first[1] if first else "full"
         add(
             "cold overview + first section",
-            seconds + timed(am.read_paper, arxiv_id, selector, library=library)[0],
+            seconds + timed(am.arxiv_tool, paper=arxiv_id, section=selector, library=library)[0],
         )
         # let the background conversion finish: it would slow the next cold read
         library.read(arxiv_id)
-        add("warm section", timed(am.read_paper, arxiv_id, selector, library=library)[0])
-        add("warm overview", timed(am.read_paper, arxiv_id, library=library)[0])
-        add("warm find", timed(am.read_paper, arxiv_id, find="the results", library=library)[0])
+        add(
+            "warm section",
+            timed(am.arxiv_tool, paper=arxiv_id, section=selector, library=library)[0],
+        )
+        add("warm overview", timed(am.arxiv_tool, paper=arxiv_id, library=library)[0])
+        add(
+            "warm find",
+            timed(am.arxiv_tool, paper=arxiv_id, find="the results", library=library)[0],
+        )
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
-        add("cold find", timed(am.read_paper, arxiv_id, find="the results", library=library)[0])
+        add(
+            "cold find",
+            timed(am.arxiv_tool, paper=arxiv_id, find="the results", library=library)[0],
+        )
         wait_idle(library)  # one server: its background work would slow the next server's cold read
         library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
-        add("cold full text", timed(am.read_paper, arxiv_id, "full", library=library)[0])
+        add(
+            "cold full text",
+            timed(am.arxiv_tool, paper=arxiv_id, section="full", library=library)[0],
+        )
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -332,11 +344,15 @@ def agent_session(
     the overview, and the overview and first section."""
     seconds: dict[str, dict[str, float]] = {}
     for arxiv_id in pdfs:
-        overview_seconds, overview = timed(am.read_paper, arxiv_id, library=library)
+        overview_seconds, overview = timed(am.arxiv_tool, paper=arxiv_id, library=library)
         listed = listed_sections(overview)
-        first = timed(am.read_paper, arxiv_id, listed[0], library=library)[0] if listed else 0.0
+        first = (
+            timed(am.arxiv_tool, paper=arxiv_id, section=listed[0], library=library)[0]
+            if listed
+            else 0.0
+        )
         if len(listed) > 1:
-            am.read_paper(arxiv_id, listed[1], library=library)
+            am.arxiv_tool(paper=arxiv_id, section=listed[1], library=library)
         seconds[arxiv_id] = {
             "cold overview": overview_seconds,
             "cold overview + first section": overview_seconds + first,
@@ -351,11 +367,11 @@ def overview_beside_a_long_read(
     read."""
     library = am.PaperLibrary(settings, am.RateLimiter(settings.min_interval))
     reader = threading.Thread(
-        target=am.read_paper, args=(long_id, "full"), kwargs={"library": library}
+        target=am.arxiv_tool, kwargs={"paper": long_id, "section": "full", "library": library}
     )
     reader.start()
     time.sleep(1.0)  # the long paper is converting by now
-    seconds = timed(am.read_paper, short_id, library=library)[0]
+    seconds = timed(am.arxiv_tool, paper=short_id, library=library)[0]
     reader.join()
     wait_idle(library)  # this server's background work must not run beneath the next run's
     return seconds
@@ -629,8 +645,8 @@ def report_html(pdfs: dict[str, bytes], runs: int, excerpts: set[str]) -> None:
         first = am.parse_html(htmls[version]).text.sections[0]
         library = am.PaperLibrary(settings, am.RateLimiter(0))
         start = time.perf_counter()
-        overview = am.read_paper(version, library=library)
-        section = am.read_paper(version, first.number or first.title, library=library)
+        overview = am.arxiv_tool(paper=version, library=library)
+        section = am.arxiv_tool(paper=version, section=first.number or first.title, library=library)
         assert "from arXiv's HTML" in overview and not section.startswith(am.ERROR), (
             overview,
             section,
@@ -1003,7 +1019,7 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
         first = am.PaperLibrary(
             settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9)
         )
-        am.read_paper("1111.2011v2", library=first)
+        am.arxiv_tool(paper="1111.2011v2", library=first)
         wait_idle(first)
         holder = subprocess.Popen(
             [
@@ -1024,7 +1040,7 @@ def report_turn_cost(pdfs: dict[str, bytes]) -> None:
         again = am.PaperLibrary(
             settings, am.SharedLimiter(3.0, folder), am.DiskCache(folder, 10**9)
         )
-        seconds, overview = timed(am.read_paper, "1111.2011v2", library=again)
+        seconds, overview = timed(am.arxiv_tool, paper="1111.2011v2", library=again)
         assert "kept on disk" in overview, overview[:500]
         print(
             "| an overview kept on disk, after a restart, while another process holds the host's "
@@ -1062,7 +1078,7 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
 
         first = library()
         for arxiv_id in ids:
-            am.read_paper(arxiv_id, library=first)
+            am.arxiv_tool(paper=arxiv_id, library=first)
         wait_idle(first)
         read = len(asked)
         for _run in range(runs):
@@ -1367,12 +1383,12 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
         searched = am.arxiv_tool(library=library, query="session")
         assert searched.startswith(am.ERROR if throttled else "# arXiv search"), searched
         for arxiv_id in ids:
-            seconds, overview = timed(am.read_paper, arxiv_id, library=library)
+            seconds, overview = timed(am.arxiv_tool, paper=arxiv_id, library=library)
             overviews.append(seconds)
             assert ("> Metadata from the paper itself" in overview) == throttled, overview[:300]
-            assert not am.read_paper(arxiv_id, first_section(overview), library=library).startswith(
-                am.ERROR
-            )
+            assert not am.arxiv_tool(
+                paper=arxiv_id, section=first_section(overview), library=library
+            ).startswith(am.ERROR)
         return time.perf_counter() - start, list(asked), overviews
 
     print("| session | requests | wall time | the limiter's floor | overviews (median / slowest) |")
@@ -1564,9 +1580,12 @@ def main() -> None:
     polite = dataclasses.replace(settings, min_interval=3.0)
     gap_id = min(pdfs, key=lambda k: len(pdfs[k]))
     gap = statistics.median(
-        timed(am.read_paper, gap_id, "full", library=am.PaperLibrary(polite, am.RateLimiter(3.0)))[
-            0
-        ]
+        timed(
+            am.arxiv_tool,
+            paper=gap_id,
+            section="full",
+            library=am.PaperLibrary(polite, am.RateLimiter(3.0)),
+        )[0]
         for _ in range(args.runs)
     )
     gap_conversion = next(m["cold full text"] for i, _, _, m in rows if i == gap_id)

@@ -1355,7 +1355,7 @@ def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(en
     library = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)  # a restart
     now[0] += 2 * am._CACHED_TTL
     env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
-    overview = am.read_paper("1111.2011v2", library=library)
+    overview = am.arxiv_tool(paper="1111.2011v2", library=library)
     assert "> Metadata kept from an earlier read: arXiv's API is limiting requests." in overview
     assert f"**Published:** {ATOM_1111_PAPER.published}" in overview
 
@@ -4883,7 +4883,7 @@ def test_find_across_the_papers_read_asks_nothing_in_memory_and_after_a_restart(
     first = library_with_cache(html_env, tmp_path)
     assert am.arxiv_tool(find="table", library=first).startswith("No paper has been read yet")
     for paper in ("2203.00274v2", "1111.2011v2"):
-        am.read_paper(paper, library=first)
+        am.arxiv_tool(paper=paper, library=first)
     asked = len(html_env.urls)
     warm = am.arxiv_tool(find="table", library=first)
     restarted = library_with_cache(html_env, tmp_path)
@@ -5259,21 +5259,21 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     html_env.feeds["1111.2011v2"] = ATOM_1111
     first = library_with_cache(html_env, tmp_path / "cache")
     for paper in ("2203.00274v2", "1111.2011v2"):  # one read from its HTML, one from its PDF
-        assert "## Sections" in am.read_paper(paper, library=first)
+        assert "## Sections" in am.arxiv_tool(paper=paper, library=first)
     # every page converted
-    assert "V Discussion" in am.read_paper("1111.2011v2", "full", library=first)
+    assert "V Discussion" in am.arxiv_tool(paper="1111.2011v2", section="full", library=first)
     asked = len(html_env.urls)
     assert asked == 5  # the HTML and metadata; arXiv's "No HTML", the PDF and the metadata
     again = library_with_cache(html_env, tmp_path / "cache")
-    html = am.read_paper("2203.00274v2", library=again)
-    pdf = am.read_paper("1111.2011v2", library=again)
+    html = am.arxiv_tool(paper="2203.00274v2", library=again)
+    pdf = am.arxiv_tool(paper="1111.2011v2", library=again)
     assert len(html_env.urls) == asked, "after a restart: no request at all"
     assert "from arXiv's HTML, kept on disk." in html and "from the PDF, kept on disk." in pdf
     converted = []
     again.scheduler.converter.convert_page = lambda doc, page, hidden: (
         converted.append(page) or am.convert_page(doc, page, hidden)
     )
-    assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=again)
+    assert "V Discussion" in am.arxiv_tool(paper="1111.2011v2", section="V", library=again)
     assert converted == [], "the pages converted before the restart are read from the disk"
     # Text kept by other rules (a bumped _TEXT_FORMAT, another pymupdf) is never read: the pages
     # convert again.
@@ -5282,7 +5282,7 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     newer.scheduler.converter.convert_page = lambda doc, page, hidden: (
         converted.append(page) or am.convert_page(doc, page, hidden)
     )
-    assert "V Discussion" in am.read_paper("1111.2011v2", "V", library=newer)
+    assert "V Discussion" in am.arxiv_tool(paper="1111.2011v2", section="V", library=newer)
     assert converted and len(html_env.urls) == asked, "converted again from the kept PDF"
     monkeypatch.setattr(am, "_TEXT_FORMAT", am._TEXT_FORMAT - 1)
     # A damaged file is never served: a damaged text is parsed again from the kept page, a damaged
@@ -5291,14 +5291,16 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
     text.write_bytes(text.read_bytes()[:-100])
     assert (
         "from arXiv's HTML, kept on disk."
-        in am.read_paper("2203.00274v2", library=library_with_cache(html_env, tmp_path / "cache"))
+        in am.arxiv_tool(
+            paper="2203.00274v2", library=library_with_cache(html_env, tmp_path / "cache")
+        )
         and len(html_env.urls) == asked
         and text.exists()
     )
     for damaged in (text, next((tmp_path / "cache" / "html").iterdir())):
         damaged.write_bytes(damaged.read_bytes()[:-100])
     third = library_with_cache(html_env, tmp_path / "cache")
-    assert "from arXiv's HTML." in am.read_paper("2203.00274v2", library=third)
+    assert "from arXiv's HTML." in am.arxiv_tool(paper="2203.00274v2", library=third)
     assert paths(html_env)[asked:] == ["/html/2203.00274v2"]
 
 
@@ -5369,15 +5371,15 @@ def test_a_no_html_answer_is_kept_for_a_day_and_a_passing_failure_not_at_all(env
         return library
 
     env.script["/html/"] = [http_error("u", 502) for _ in range(env.settings.retries + 1)]
-    am.read_paper("1111.2011v2", library=restart())  # arXiv's HTML fails for now
+    am.arxiv_tool(paper="1111.2011v2", library=restart())  # arXiv's HTML fails for now
     assert cache.get("nohtml", "1111.2011v2") is None, "a 5xx is no answer about the paper"
-    am.read_paper("1111.2011v2", library=restart())  # arXiv says "No HTML"
+    am.arxiv_tool(paper="1111.2011v2", library=restart())  # arXiv says "No HTML"
     assert paths(env).count("/html/1111.2011v2") == env.settings.retries + 2
     asked = len(env.urls)
-    am.read_paper("1111.2011v2", library=restart())
+    am.arxiv_tool(paper="1111.2011v2", library=restart())
     assert len(env.urls) == asked, "within the day: neither the HTML nor anything else is asked"
     now[0] += am._CACHED_TTL + 1
-    am.read_paper("1111.2011v2", library=restart())
+    am.arxiv_tool(paper="1111.2011v2", library=restart())
     assert paths(env)[asked:] == ["/html/1111.2011v2", "/api/query"], (
         "a day later, both are asked again"
     )
@@ -5986,7 +5988,7 @@ def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(
     # one page converted: the restart converts the rest
     first.settings = am.Settings(max_pages=1, deadline=600)
     for paper in ("2203.00274v2", "1111.2011v2"):
-        am.read_paper(paper, library=first)
+        am.arxiv_tool(paper=paper, library=first)
     wait_for(lambda: not first.scheduler.has_work(), what="the first server's work")
     asked = len(html_env.urls)
     again = library_with_cache(html_env, tmp_path / "cache")
@@ -5996,7 +5998,7 @@ def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(
     for paper in ("1111.2011v2", "2203.00274v2", "1111.2011v2", "2203.00274v2"):
         started = time.perf_counter() + 0.1
         time.sleep(0.1)  # (a stall behind the converter would fall here)
-        assert "kept on disk." in am.read_paper(paper, library=again)
+        assert "kept on disk." in am.arxiv_tool(paper=paper, library=again)
         times.append(time.perf_counter() - started)
     assert max(times) < 0.3, times
     assert len(html_env.urls) == asked and process.process is not None, (
