@@ -6551,8 +6551,15 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 
 @dataclass(eq=False)
 class _PaperState:
-    """One paper from its first request on, shared by every caller: changed only with the
-    scheduler's condition held."""
+    """One paper from its first request on, shared by every caller.
+
+    The locking rule, once for the library: a paper's state, the library's collections (its papers,
+    search and listing entries, texts kept for ``find``) and the scheduler's queues are read and
+    written only with the scheduler's one condition, ``changed``, held.  The public methods of
+    ``PaperLibrary`` and ``Scheduler``, the download threads (``_load``, ``_fetch_*``), the
+    scheduler's lanes and ``_job_done`` take it; every other method that takes a paper's state, or
+    reads those collections, is called with it held.  Nothing waits for arXiv or MuPDF while holding
+    it."""
 
     arxiv_id: str
     source: str = "auto"  # where its text comes from (``SOURCES``)
@@ -6873,14 +6880,13 @@ class Scheduler:
         self._rendering = 0  # images being rendered in the structure passes' converter
 
     def add(self, state: _PaperState) -> None:
-        """Schedule a paper's PDF work (with ``changed`` held)."""
+        """Schedule a paper's PDF work."""
         if state not in self._papers:
             self._papers.append(state)
         self._wake()
 
     def _wake(self) -> None:
-        """Start the lanes' threads that are not running, and tell them of new work (with
-        ``changed`` held)."""
+        """Start the lanes' threads that are not running, and tell them of new work."""
         lanes = {_PAGES, _STRUCTURES} if self.structure_converter is not None else {_PAGES}
         for lane in lanes - self._lanes:
             self._lanes.add(lane)
@@ -6902,7 +6908,7 @@ class Scheduler:
                 self.changed.notify_all()
 
     def touch(self, state: _PaperState) -> None:
-        """``state`` was just asked for (with ``changed`` held)."""
+        """``state`` was just asked for."""
         self._recent = [*[s for s in self._recent if s is not state], state][-_BACKGROUND_PAPERS:]
 
     def has_work(self) -> bool:
@@ -7129,7 +7135,7 @@ class PaperLibrary:
 
     def _searched_paper(self, arxiv_id: str) -> Paper | None:
         """The metadata a recent search gave for ``arxiv_id`` (without a version: its latest), or
-        None (with ``changed`` held)."""
+        None."""
         when, paper = self._searched.get(arxiv_id, (0.0, None))
         return paper if paper is not None and self.limiter.clock() - when <= _SEARCHED_TTL else None
 
@@ -7324,7 +7330,7 @@ class PaperLibrary:
                 self._evict()
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
-        """Start what a waiting read needs that no one has started (with ``changed`` held): the PDF
+        """Start what a waiting read needs that no one has started: the PDF
         of a paper read from HTML, for its images (once); the page after a section's pages when the
         converted text ends the section later than the outline said."""
         if state.html is not None and not state.pdf_wanted and not state.loading:
@@ -7339,7 +7345,7 @@ class PaperLibrary:
             self.scheduler.add(state)
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
-        """A new paper's state, and its download thread (with ``changed`` held)."""
+        """A new paper's state, and its download thread."""
         loading = sum(state.loading for state in self._states.values())
         if loading >= _MAX_COLD_READS:
             wait = max(5, round(2 * loading * self.limiter.interval))  # two requests a paper
@@ -7549,8 +7555,7 @@ class PaperLibrary:
 
     def _own_paper(self, state: _PaperState) -> Paper | None:
         """The paper's metadata from itself (its HTML, or its PDF's first page once its structure is
-        read) while the API's is missing, or None before the text is in hand (with ``changed``
-        held)."""
+        read) while the API's is missing, or None before the text is in hand."""
         front = (
             state.html.front
             if state.html is not None
@@ -7564,9 +7569,8 @@ class PaperLibrary:
 
     def _refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
-        its throttle has cooled down: this read answers with what it has, the next with the API's
-        (with
-        ``changed`` held)."""
+        its throttle has cooled down: this read answers with what it has, the next with the
+        API's."""
         if (
             state.paper is None
             or not state.paper.provenance
@@ -7599,27 +7603,27 @@ class PaperLibrary:
             self._tell(state, f"Converted page {outcome[0]} of {progress[1]}", *progress)
 
     def _downloading(self) -> bool:
-        """Whether a caller waits for a PDF that is still downloading (with ``changed`` held)."""
+        """Whether a caller waits for a PDF that is still downloading."""
         return any(
             state.waiting and state.pdf_wanted and state.pdf is None and state.text_error is None
             for state in self._states.values()
         )
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
-        """The pages that the paper's waiting callers need (with ``changed`` held)."""
+        """The pages that the paper's waiting callers need."""
         return set().union(
             state.read_on, *(self._pages_needed(state, request) for request in state.wants)
         )
 
     def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages still to convert for ``request`` (with ``changed`` held)."""
+        """The pages still to convert for ``request``."""
         if not state.structured or state.text_error is not None:
             return set()
         pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
         return pages if state.html is not None else pages | self._section_pages(state, request)
 
     def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
-        """The pages where a figure, table or equation is, or may be (with ``changed`` held)."""
+        """The pages where a figure, table or equation is, or may be."""
         if any(
             visual.matches(r.kind, r.number) for regions in state.regions.values() for r in regions
         ):
@@ -7631,7 +7635,7 @@ class PaperLibrary:
         return {c.page for c in state.structure.captions if visual.matches(c.kind, c.number)}
 
     def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages that ``request``'s text needs (with ``changed`` held): none for passages,
+        """The pages that ``request``'s text needs: none for passages,
         figures alone or the outline's overview; the full text's without an outline."""
         full, needs = set(state.full_pages(self.settings.max_pages)), request.mode.needs
         if (
@@ -7658,8 +7662,7 @@ class PaperLibrary:
         return pages
 
     def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
-        """The Reading for ``request``, or None while what it needs is missing (with ``changed``
-        held)."""
+        """The Reading for ``request``, or None while what it needs is missing."""
         if state.error is not None:
             raise state.error
         if state.paper is None:
@@ -7688,7 +7691,7 @@ class PaperLibrary:
 
     @staticmethod
     def _hidden(state: _PaperState) -> tuple[Hidden, ...]:
-        """The hidden passages of the text a paper is read from (with ``changed`` held)."""
+        """The hidden passages of the text a paper is read from."""
         return state.html.hidden if state.html is not None else state.structure.hidden
 
     def _pdf_answer(self, state: _PaperState, paper: Paper, request: ReadRequest) -> Reading | None:
@@ -7748,7 +7751,7 @@ class PaperLibrary:
     ) -> Reading | None:
         """``reading`` with the PDF, its captions and the regions of its converted pages, once the
         pages that
-        ``request`` needs are converted; None before (with ``changed`` held)."""
+        ``request`` needs are converted; None before."""
         if not state.structured or any(
             page not in state.pages for page in self._pages_needed(state, request)
         ):
@@ -7810,8 +7813,7 @@ class PaperLibrary:
         )
 
     def _evict(self) -> None:
-        """Drop the least recently used idle papers past the cache's bounds (with ``changed``
-        held)."""
+        """Drop the least recently used idle papers past the cache's bounds."""
         budget = self.settings.cache_mb * 1_000_000
         idle = [state for state in self._states.values() if not state.loading and not state.waiting]
         while idle and (
