@@ -1246,10 +1246,11 @@ def canonical_category(name: str) -> str:
     code = _CATEGORY_CODES.get(name.strip().lower())
     if code is None:
         close = difflib.get_close_matches(name.strip().lower(), _CATEGORY_CODES, n=3)
-        suggestion = " or ".join(_CATEGORY_CODES[match] for match in close) or "cs.CL, hep-th"
+        suggestion = " or ".join(_CATEGORY_CODES[match] for match in close)
         raise ArxivError(
-            f'Unknown arXiv category "{name[:_ECHOED]}": did you mean {suggestion}? Codes are '
-            "like cs.CL, hep-th, math.AG, or an archive wildcard such as math.*."
+            f'Unknown arXiv category "{name[:_ECHOED]}"'
+            + (f": did you mean {suggestion}?" if close else ".")
+            + " Codes are like cs.CL, hep-th, math.AG, or an archive wildcard such as math.*."
         )
     return code
 
@@ -1488,7 +1489,7 @@ def parse_listing(data: bytes) -> Listing:
                     for item in channel.findall(f"{atom}entry" if atom else "item")
                 ),
             )
-    raise ArxivError("The arXiv feed is not a dated RSS feed; try again later.", transient=True)
+    raise ArxivError("The arXiv feed is not a dated feed; try again later.", transient=True)
 
 
 def _listing_rejection(body: bytes) -> QueryRejected | None:
@@ -7012,11 +7013,11 @@ class Scheduler:
                 outcome = error
             self.done(state, outcome)
 
-    def _structure(self, state: _PaperState, pdf: bytes) -> Structure:
+    def _structure(self, state: _PaperState, pdf: bytes) -> Structure | ArxivError:
         """Read the PDF's structure (``read_structure``), and keep it on disk."""
         record = self._converter_of(_STRUCTURES).structure(state.key, pdf)
         _store_text_part(state.disk_text, "structure", record)
-        return _from_record(Structure, record)
+        return _from_record(Structure, record) or ArxivError("The PDF could not be read.")
 
     def _convert(self, state: _PaperState, page: int) -> tuple[int, PageMarkdown]:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its

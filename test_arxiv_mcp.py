@@ -1882,6 +1882,8 @@ def test_an_unknown_category_names_the_closest_and_sends_nothing(env):
         am.fetch_listing(["cs.CLL"])
     answer = call(categories="cs.XY")
     assert answer.startswith(am.ERROR) and "did you mean" in answer and env.requests == []
+    nothing_close = call(categories="zzzzzzzz")
+    assert 'Unknown arXiv category "zzzzzzzz". Codes are like cs.CL' in nothing_close
 
 
 def test_a_rejected_feed_passes_on_arxivs_words(env):
@@ -1902,7 +1904,7 @@ def test_a_rejected_feed_passes_on_arxivs_words(env):
     [
         (b"<rss><channel><item>", "malformed XML"),
         (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaa">]><rss>&a;</rss>', "DTD"),
-        (b"<rss version='2.0'><channel><title>x</title></channel></rss>", "not a dated RSS"),
+        (b"<rss version='2.0'><channel><title>x</title></channel></rss>", "not a dated feed"),
         (b"", "empty response"),
     ],
     ids=["malformed", "entity bomb", "no date", "empty"],
