@@ -4115,6 +4115,9 @@ class HtmlPaper:
     passages: tuple["Passage", ...]
     captions: tuple[Caption, ...]
     equations: dict[str, str]  # number → its "$$…$$" line
+    # where each figure, table and equation stands in the text: its label (number in capitals) →
+    # the offset of its entry
+    places: dict[str, int] = dataclasses.field(default_factory=dict)
     # title, authors, abstract and version, as the page gives them
     front: FrontMatter = FrontMatter()
     hidden: tuple[
@@ -4143,6 +4146,8 @@ class _LatexmlWriter:
         self.headings: dict[int, tuple[str, str, int]] = {}  # block index → (number, title, level)
         self.captions: list[Caption] = []
         self.equations: dict[str, str] = {}
+        # where each figure, table and equation is written: its label → its block's index
+        self.places: dict[str, int] = {}
         self.notes: list[str] = []  # footnotes of the block being written, put after it
         self.note_count = 0
         self.run_in = ""  # a run-in heading waiting for its paragraph
@@ -4282,6 +4287,7 @@ class _LatexmlWriter:
         if panels:
             text += " Panels: " + "; ".join(p for p in panels if p) + "."
         self.captions.append(Caption(kind, number, 0, text))
+        self.places.setdefault(_visual_label(kind, number.upper()), len(self.blocks))
         self.figures += 1
         held = self.held(node, caption, level)
         self.figures -= 1
@@ -4300,6 +4306,8 @@ class _LatexmlWriter:
             level,
         )
         held, self.blocks[start:] = self.blocks[start:], []
+        # what stands in them is written where they are, in one block or from ``start`` on
+        self.places.update({label: start for label, at in self.places.items() if at > start})
         return held
 
     def table(self, node: _Node) -> str:
@@ -4424,13 +4432,15 @@ class _LatexmlWriter:
             line = f"$${tex}$$" + (f" ({number})" if number else "")
             if number:
                 self.equations.setdefault(number.upper(), line)
+                self.places.setdefault(_visual_label("Equation", number.upper()), len(self.blocks))
             self.emit(line)
 
     def paper(self, front: FrontMatter) -> "HtmlPaper":
         """What was written, as a paper: the blocks joined into one text with its sections, each
         block not a heading a passage, each hidden passage at its mark."""
-        markdown, sections, passages, offset = [], [], [], 0
+        markdown, sections, passages, offset, offsets = [], [], [], 0, []
         for index, block in enumerate(self.blocks):
+            offsets.append(offset)
             if index in self.headings:
                 number, title, level = self.headings[index]
                 sections.append(Section(number, title, level, start=offset))
@@ -4447,6 +4457,7 @@ class _LatexmlWriter:
             passages=tuple(passages),
             captions=tuple(self.captions),
             equations=self.equations,
+            places={label: offsets[at] for label, at in self.places.items() if at < len(offsets)},
             front=front,
             hidden=tuple(dataclasses.replace(h, offset=next(marks)) for h in self.hidden.values()),
         )
@@ -6151,16 +6162,12 @@ def _available(reading: "Reading") -> str:
 
 
 def _visual_section(reading: "Reading", visual: VisualRequest, page: int) -> Section | None:
-    """The section that holds a figure, table or equation: by where its entry stands in a text from
-    arXiv's HTML (which has no pages), else by its page in the PDF outline's sections."""
+    """The section that holds a figure, table or equation: by where the HTML's writer put its entry
+    (``HtmlPaper.places``: arXiv's HTML has no pages), else by its page in the PDF outline's
+    sections."""
     text = reading.text
     if text is not None and text.source == _HTML_SOURCE:
-        entry = {
-            "Equation": reading.equations.get(visual.number.upper(), "\0"),
-            "Table": f"\n{visual.label}:",
-            "Figure": f"*[{visual.label}:",
-        }[visual.kind]  # how parse_html writes each
-        offset = text.markdown.find(entry)
+        offset = reading.places.get(_visual_label(visual.kind, visual.number.upper()), -1)
         return _section_at(text.sections, offset) if offset >= 0 else None
     rows = [row.section for row in reading.overview.sections] if reading.overview else []
     return _section_at(rows, page, by_page=True)
@@ -6426,9 +6433,9 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
 # bump it by hand whenever the conversion, the repair or the structure pass changes, and older kept
 # text is never read again (the kept downloads still are).  pymupdf's own version is part of the key
 # too.
-_TEXT_FORMAT = (
-    3  # 2: the structure pass and the parsed HTML keep the front matter; 3: and the hidden passages
-)
+# 2: the structure pass and the parsed HTML keep the front matter; 3: and the hidden passages; 4:
+# the parsed HTML keeps where its figures, tables and equations stand
+_TEXT_FORMAT = 4
 
 
 def _record(value: Any) -> bytes:
@@ -6511,6 +6518,7 @@ class Reading:
     pdf: bytes | None = None  # the PDF, to render regions from
     # number → LaTeX, from arXiv's HTML
     equations: dict[str, str] = dataclasses.field(default_factory=dict)
+    places: dict[str, int] = dataclasses.field(default_factory=dict)  # ``HtmlPaper.places``
     image_error: str | None = (
         None  # why the PDF, and so the images, of a paper read from HTML cannot be had
     )
@@ -7740,6 +7748,7 @@ class PaperLibrary:
             passages=html.passages,
             captions=html.captions,
             equations=html.equations,
+            places=html.places,
         )
         if not any(visual.kind for visual in request.visuals):
             return reading
@@ -8260,11 +8269,6 @@ def answer_read(call: ToolCall, library: PaperLibrary, on_progress: Progress | N
     )
 
 
-def answer_find_across(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
-    """``find`` across every paper read so far (``find_in_papers``)."""
-    return Answer(find_in_papers(None, call.find, call.section, library=library))
-
-
 def asks_for_listing(call: ToolCall) -> bool:
     """Whether ``call`` gives categories alone: no query, no dates, the default sort."""
     alone = not (call.query or "").strip() and not call.submitted_from and not call.submitted_to
@@ -8295,11 +8299,6 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) ->
     )
 
 
-def answer_search(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
-    """One page of an API search (``search_papers``)."""
-    return Answer(search_papers(call.search(), library=library))
-
-
 # What the tool does, each declared once, asked in this order: the first whose ``asks`` holds
 # answers.  A new top-level mode is one entry here, its answer function and its tests.
 TOOL_MODES = {
@@ -8307,15 +8306,17 @@ TOOL_MODES = {
     for mode in (
         ToolMode(name="read", asks=lambda call: bool(call.paper), answer=answer_read),
         ToolMode(name="listing", asks=asks_for_listing, answer=answer_listing),
-        ToolMode(
+        ToolMode(  # across every paper read so far
             name="find across",
             asks=lambda call: bool(call.find) and not call.searching,
-            answer=answer_find_across,
+            answer=lambda call, library, _: Answer(
+                find_in_papers(None, call.find, call.section, library=library)
+            ),
         ),
-        ToolMode(
+        ToolMode(  # one page of an API search
             name="search",
             asks=lambda call: call.searching and not call.find,
-            answer=answer_search,
+            answer=lambda call, library, _: Answer(search_papers(call.search(), library=library)),
         ),
     )
 }
