@@ -8261,14 +8261,6 @@ class ToolMode:
     answer: Callable[[ToolCall, PaperLibrary, Progress | None], Answer]
 
 
-def answer_read(call: ToolCall, library: PaperLibrary, on_progress: Progress | None) -> Answer:
-    """A paper read (``read_answer``), or ``find`` across several papers."""
-    assert call.paper is not None  # the mode asks for it
-    return read_answer(
-        call.paper, call.section, find=call.find, library=library, on_progress=on_progress
-    )
-
-
 def asks_for_listing(call: ToolCall) -> bool:
     """Whether ``call`` gives categories alone: no query, no dates, the default sort."""
     alone = not (call.query or "").strip() and not call.submitted_from and not call.submitted_to
@@ -8304,7 +8296,17 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) ->
 TOOL_MODES = {
     mode.name: mode
     for mode in (
-        ToolMode(name="read", asks=lambda call: bool(call.paper), answer=answer_read),
+        ToolMode(  # a paper (``read_answer``), or ``find`` across several
+            name="read",
+            asks=lambda call: bool(call.paper),
+            answer=lambda call, library, on_progress: read_answer(
+                call.paper or "",
+                call.section,
+                find=call.find,
+                library=library,
+                on_progress=on_progress,
+            ),
+        ),
         ToolMode(name="listing", asks=asks_for_listing, answer=answer_listing),
         ToolMode(  # across every paper read so far
             name="find across",
