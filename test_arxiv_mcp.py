@@ -3729,17 +3729,17 @@ def html_papers():
 def test_every_figure_table_and_equation_knows_where_its_entry_stands(html_papers, name):
     html = html_papers(name)
     text, places = html.text, html.places
-    labels = [am._visual_label(c.kind, c.number.upper()) for c in html.captions] + [
-        am._visual_label("Equation", number) for number in html.equations
+    labels = [am.VisualRequest(c.kind, c.number.upper()).label for c in html.captions] + [
+        am.VisualRequest("Equation", number).label for number in html.equations
     ]
     assert labels and set(labels) <= set(places), set(labels) - set(places)
     for caption in html.captions:  # at its entry, or at the start of the figure that holds it
-        at = places[am._visual_label(caption.kind, caption.number.upper())]
+        at = places[am.VisualRequest(caption.kind, caption.number.upper()).label]
         entry = text.markdown.find(caption.text[:40], at)
         assert 0 <= entry - at < 2_000, (caption.kind, caption.number)
         assert text.markdown.rfind("\n## ", 0, entry) < at  # no heading between
     for number, line in html.equations.items():
-        at = places[am._visual_label("Equation", number)]
+        at = places[am.VisualRequest("Equation", number).label]
         assert line in text.markdown[at : at + 20_000], number
 
 
