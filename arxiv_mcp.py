@@ -6104,7 +6104,12 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     lines.append("")
     if last < len(shown):
         more = request.call(start=last)
-        lines.append(f"Next page: `{f'{more[:-1]}, find={find!r})' if find else more}`.")
+        wider = (
+            f" (up to {MAX_RESULTS} a page with `max_results`)"
+            if request.max_results < MAX_RESULTS
+            else ""
+        )
+        lines.append(f"Next page: `{f'{more[:-1]}, find={find!r})' if find else more}`{wider}.")
     if not find:
         lines.append(f'Narrow it: `{request.call(start=0)[:-1]}, find="<words>")`.')
     lines.append(

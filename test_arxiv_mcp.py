@@ -6695,14 +6695,17 @@ def test_categories_alone_list_the_latest_announcement_paged_in_arxivs_order(env
         "replacements: 30; in arXiv's order."
     )
     assert listed_ids(first) == [paper.arxiv_id for paper in ANNOUNCED[:10]]
-    assert "Next page: `arxiv(categories=['cs.LG'], start=10)`" in first
+    assert (
+        "Next page: `arxiv(categories=['cs.LG'], start=10)` (up to 50 a page with `max_results`)."
+        in first
+    )
     assert "find=" in first and "query=" in first  # the calls for more
     later = call(categories=["cs.LG"], start=35, max_results=50)
     assert listed_ids(later) == [paper.arxiv_id for paper in ANNOUNCED[35:85]]
     lines = later.splitlines()
     assert lines[3].startswith("36. ") and "· cross-list" not in lines[3] + lines[7]
     assert lines[8].startswith("41. ") and lines[8].endswith(" · cross-list")
-    assert lines[-5].endswith(" · replacement") and "start=85" in later
+    assert lines[-5].endswith(" · replacement") and "start=85)`." in later
     last = call(categories="cs.LG", start=95, max_results=50)
     assert listed_ids(last)[-1] == ANNOUNCED[-1].arxiv_id and "Next page" not in last
     assert last.splitlines()[7].startswith("100. ")
