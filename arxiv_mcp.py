@@ -6833,6 +6833,8 @@ class ConverterProcess:
         self.process, self._open = None, set()
 
 
+# A library's converters: of the pages, and of the structure passes (None: the pages' converter).
+Converters = tuple[Converter | ConverterProcess, ConverterProcess | None]
 # The scheduler's two lanes, by their threads' names: structure passes (in the server, a converter
 # process of their own, so that an overview never waits for a page), and pages and the rest.
 _STRUCTURES, _PAGES = "arxiv-structures", "arxiv-pages"
@@ -6871,10 +6873,11 @@ class Scheduler:
         done: Callable[[_PaperState, "JobOutcome"], None],
         downloading: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
+        converters: Converters | None = None,
     ):
-        # the server's runs in a process of its own
-        self.converter: Converter | ConverterProcess = Converter()
-        self.structure_converter: ConverterProcess | None = None  # the server's: a second process
+        # the pages' (the server's: a process of its own) and the structure passes' (the server's: a
+        # second process; else none, and they run in the pages' lane)
+        self.converter, self.structure_converter = converters or (Converter(), None)
         self.changed = threading.Condition()
         self.settings = (
             settings  # the library's (they can change): the full text's pages, the idle exit
@@ -7111,18 +7114,18 @@ class PaperLibrary:
         settings: Settings | None = None,
         limiter: RateLimiter | None = None,
         cache: DiskCache | None = None,
+        converters: Converters | None = None,
     ):
         self.settings = settings or SETTINGS
         self.limiter = limiter or LIMITER
-        self.cache = (
-            cache  # the server's disk cache (``main`` turns it on); None: nothing is written
-        )
+        self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
         self.scheduler = Scheduler(
             lambda: self.settings,
             self._wanted_pages,
             self._job_done,
             self._downloading,
             self.limiter.clock,
+            converters,
         )
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
@@ -7134,6 +7137,17 @@ class PaperLibrary:
         self._kept_texts: OrderedDict[str, Findable] = OrderedDict()
         # the latest announcements asked for, by feed (``listing_name``); oldest first
         self._listings: OrderedDict[str, Listing] = OrderedDict()
+
+    @classmethod
+    def of_the_machine(cls, settings: Settings) -> "PaperLibrary":
+        """The server's library: with what the plain functions never use, converter processes, the
+        disk cache, and on its folder the machine's one limiter, shared by every server that uses
+        the folder (``SharedLimiter``)."""
+        cache = DiskCache.open(settings)
+        if cache is None:
+            log.info("arXiv's rate limit is kept per process: the disk cache is off")
+        limiter = SharedLimiter(settings.min_interval, cache.folder) if cache else None
+        return cls(settings, limiter, cache, (ConverterProcess(), ConverterProcess(layout=False)))
 
     def remember(self, papers: Sequence[Paper]) -> None:
         """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never
@@ -8381,8 +8395,11 @@ def mcp_content(answer: Answer, text_type: Any, image_type: Any) -> list[Any]:
     ]
 
 
-def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
-    """The MCP server with its one tool, ``arxiv`` (``_add_tool``).
+def build_server(
+    host: str = "127.0.0.1", port: int = 8000, library: PaperLibrary | None = None
+) -> Any:
+    """The MCP server with its one tool, ``arxiv`` (``_add_tool``), reading with ``library`` (by
+    default the plain functions' ``LIBRARY``; ``main`` gives ``PaperLibrary.of_the_machine``'s).
 
     Imports ``mcp`` here, not at module level, so the plain functions import without it.  Works with
     mcp 2.x (``MCPServer``) and 1.x (``FastMCP``); ``host`` and ``port`` matter only for ``--http``.
@@ -8402,7 +8419,7 @@ def build_server(host: str = "127.0.0.1", port: int = 8000) -> Any:
         f"sections you need. {_PAPER_TEXT_IS_DATA}",
         **options,
     )
-    _add_tool(server, Context)
+    _add_tool(server, Context, library)
     return server
 
 
@@ -8416,10 +8433,10 @@ _TOOL_ANNOTATIONS = {
 }
 
 
-def _add_tool(server: Any, context: type) -> None:
+def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
     """Register the one tool on ``server``: its schema (the eleven parameters, each described to the
-    model) and its answer, made off the event loop; ``context`` is the SDK's Context class, which
-    marks the parameter the SDK fills in."""
+    model) and its answer from ``library``, made off the event loop; ``context`` is the SDK's
+    Context class, which marks the parameter the SDK fills in."""
     import asyncio
 
     import anyio
@@ -8461,7 +8478,7 @@ def _add_tool(server: Any, context: type) -> None:
 
         # Downloads and conversions block: keep them off the event loop.
         answer = await anyio.to_thread.run_sync(
-            lambda: arxiv_answer(ToolCall(**arguments), on_progress=on_progress)
+            lambda: arxiv_answer(ToolCall(**arguments), library=library, on_progress=on_progress)
         )
         # An error is still a short Markdown answer for the model; isError tells the client too.
         content = mcp_content(answer, TextContent, ImageContent)
@@ -8474,19 +8491,6 @@ def _add_tool(server: Any, context: type) -> None:
         structured_output=False,
         annotations=ToolAnnotations.model_validate(_TOOL_ANNOTATIONS),
     )(arxiv)
-
-
-def use_the_machine(library: PaperLibrary, settings: Settings) -> None:
-    """Give the server's library what the plain functions never use: converter processes, the disk
-    cache, and on its folder the machine's one limiter, shared by every server that uses the folder
-    (``SharedLimiter``)."""
-    library.scheduler.converter = ConverterProcess()
-    library.scheduler.structure_converter = ConverterProcess(layout=False)
-    library.cache = DiskCache.open(settings)
-    if library.cache is None:
-        log.info("arXiv's rate limit is kept per process: the disk cache is off")
-    else:
-        library.limiter = SharedLimiter(settings.min_interval, library.cache.folder)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -8511,8 +8515,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=level if level in logging.getLevelNamesMapping() else "WARNING",
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    use_the_machine(LIBRARY, SETTINGS)
-    server = build_server(args.host, args.port)
+    server = build_server(args.host, args.port, PaperLibrary.of_the_machine(SETTINGS))
     if not args.http:
         server.run()
         return

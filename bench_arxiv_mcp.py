@@ -525,10 +525,8 @@ def report_agent_session(pdfs: dict[str, bytes], settings: am.Settings, runs: in
         gapped = dataclasses.replace(settings, min_interval=gap)
         samples: dict[str, dict[str, list[float]]] = {}
         for _ in range(runs):
-            library = am.PaperLibrary(gapped, am.RateLimiter(gap))
-            # as ``use_the_machine`` gives
-            converters = (am.ConverterProcess(), am.ConverterProcess(layout=False))
-            library.scheduler.converter, library.scheduler.structure_converter = converters
+            converters = (am.ConverterProcess(), am.ConverterProcess(layout=False))  # the server's
+            library = am.PaperLibrary(gapped, am.RateLimiter(gap), converters=converters)
             for arxiv_id, measured in agent_session(pdfs, gapped, library).items():
                 for name, value in measured.items():
                     samples.setdefault(name, {}).setdefault(arxiv_id, []).append(value)

@@ -1056,7 +1056,7 @@ def test_a_429_seen_by_one_process_silences_the_others_until_its_cool_down_ends(
     server = serve(answer)
     environment = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
     search = (
-        "import arxiv_mcp as am\nam.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
+        "import arxiv_mcp as am\nam.LIBRARY = am.PaperLibrary.of_the_machine(am.SETTINGS)\n"
         "time.sleep(float(sys.argv[1]))  # the others search once the first has been throttled\n"
         "started = time.monotonic()\nanswer = am.arxiv_tool(query='quantum')\n"
         "print(round(time.monotonic() - started, 2), answer)\n"
@@ -1100,7 +1100,7 @@ def test_the_same_paper_asked_by_two_processes_at_once_is_downloaded_once(tmp_pa
     server = serve(slowly)
     environment = server_environment(f"http://127.0.0.1:{server.server_address[1]}", tmp_path)
     read = (
-        "import json, arxiv_mcp as am\nam.use_the_machine(am.LIBRARY, am.SETTINGS)\n"
+        "import json, arxiv_mcp as am\nam.LIBRARY = am.PaperLibrary.of_the_machine(am.SETTINGS)\n"
         "print(json.dumps(am.arxiv_tool(paper='2203.00274v2')))\n"
     )
     try:
@@ -5338,7 +5338,7 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     base = f"http://127.0.0.1:{server.server_address[1]}"
     code = (
         "import sys, arxiv_mcp as am\n"
-        "am.use_the_machine(am.LIBRARY, am.SETTINGS)  # as main() does\n"
+        "am.LIBRARY = am.PaperLibrary.of_the_machine(am.SETTINGS)  # as main() has it\n"
         # (stdout is stderr while a page converts)
         "for paper in ('2203.00274v2', '1111.2011v2'):\n"
         "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
