@@ -6564,6 +6564,32 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 
 
 @dataclass(eq=False)
+class _PdfState:
+    """A paper's PDF while it is read: its download (for its text, or for the images of a paper read
+    from HTML), where its text is kept on disk, its structure pass and converted pages, and the
+    texts made of them.  The library writes it; the scheduler's jobs read it."""
+
+    data: bytes | None = None
+    wanted: bool = False  # it is downloaded, or to be
+    disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
+    structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
+    pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
+    # by converted page
+    regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
+    read_on: set[int] = dataclasses.field(default_factory=set)  # pages a section runs on to
+    # ``_text``'s
+    texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def structured(self) -> bool:
+        return self.structure is not _NO_STRUCTURE
+
+    def full_pages(self, max_pages: int) -> range:
+        """The pages of its full text: the first ``max_pages``."""
+        return range(1, min(self.structure.page_count, max_pages) + 1)
+
+
+@dataclass(eq=False)
 class _PaperState:
     """One paper from its first request on, shared by every caller.
 
@@ -6587,34 +6613,17 @@ class _PaperState:
         None  # its text from arXiv's HTML, when arXiv has it and the source allows
     )
     html_overview: Overview | None = None
-    pdf: bytes | None = None
-    pdf_wanted: bool = (
-        False  # its PDF is downloaded: for its text, or for the images of a paper read from HTML
-    )
+    pdf: _PdfState = dataclasses.field(default_factory=_PdfState)
     from_disk: bool = False  # its text's download came from the disk cache
-    disk_text: tuple[DiskCache, str] | None = (
-        None  # where its PDF's structure and pages are kept: (cache, version)
-    )
     text_error: ArxivError | None = (
         None  # the PDF failed (for a paper read from HTML: its images); metadata stays
     )
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
-    structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
-    pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
-    # by converted page
-    regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
     # what waiting callers asked for
     wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
-    read_on: set[int] = dataclasses.field(default_factory=set)  # pages a section runs on to
     waiting: int = 0  # callers waiting on it
     listeners: list[Progress] = dataclasses.field(default_factory=list)
     forgotten: bool = False  # evicted from the cache: its PDF work stops
-    # ``_text``'s
-    texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)
-
-    @property
-    def structured(self) -> bool:
-        return self.structure is not _NO_STRUCTURE
 
     @property
     def key(self) -> tuple[str, str]:
@@ -6625,15 +6634,11 @@ class _PaperState:
         """Bytes it holds: the PDF, the converted pages and the texts made of them (an HTML paper's
         twice: its text and passages)."""
         return (
-            len(self.pdf or b"")
-            + sum(sys.getsizeof(page) for page in self.pages.values())
-            + sum(sys.getsizeof(text.markdown) for _, text in self.texts.values())
+            len(self.pdf.data or b"")
+            + sum(sys.getsizeof(page) for page in self.pdf.pages.values())
+            + sum(sys.getsizeof(text.markdown) for _, text in self.pdf.texts.values())
             + 2 * sys.getsizeof(self.html.text.markdown if self.html else "")
         )
-
-    def full_pages(self, max_pages: int) -> range:
-        """The pages of its full text: the first ``max_pages``."""
-        return range(1, min(self.structure.page_count, max_pages) + 1)
 
 
 def _text_key(version: str, part: str) -> str:
@@ -6936,22 +6941,24 @@ class Scheduler:
         self, state: _PaperState
     ) -> tuple[tuple[int, ...], Callable[[], "JobOutcome"]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
-        pdf = state.pdf
+        pdf = state.pdf.data
         if state.forgotten or state.text_error is not None or pdf is None:
             return (
                 ((JOB_CLOSE,), lambda: self._close(state))
                 if self.converter.holds(state.key)
                 else None
             )
-        if not state.structured:
+        if not state.pdf.structured:
             return (JOB_STRUCTURE, -self._order_of(state)), lambda: self._structure(state, pdf)
-        wanted = sorted(page for page in self.needed(state) if page not in state.pages)
+        wanted = sorted(page for page in self.needed(state) if page not in state.pdf.pages)
         if wanted:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(
                 state, wanted[0]
             )
         rest = [
-            page for page in state.full_pages(self.settings().max_pages) if page not in state.pages
+            page
+            for page in state.pdf.full_pages(self.settings().max_pages)
+            if page not in state.pdf.pages
         ]
         # A page nobody waits for is not begun while a caller waits for a download: its structure
         # pass goes next. A paper read from HTML converts only the pages of the images asked for.
@@ -6966,7 +6973,7 @@ class Scheduler:
     def _pdf_coming(self) -> bool:
         """Whether a paper's PDF is downloading for the converter."""
         return any(
-            s.pdf_wanted and s.pdf is None and s.text_error is None and not s.forgotten
+            s.pdf.wanted and s.pdf.data is None and s.text_error is None and not s.forgotten
             for s in self._papers
         )
 
@@ -6985,10 +6992,11 @@ class Scheduler:
             elif not state.loading and (
                 state.forgotten
                 or state.text_error is not None
-                or state.structured
+                or state.pdf.structured
                 and (
                     state.html is not None
-                    or set(state.full_pages(self.settings().max_pages)) <= state.pages.keys()
+                    or set(state.pdf.full_pages(self.settings().max_pages))
+                    <= state.pdf.pages.keys()
                 )
             ):
                 self._papers.remove(state)
@@ -7032,18 +7040,20 @@ class Scheduler:
     def _structure(self, state: _PaperState, pdf: bytes) -> Structure | ArxivError:
         """Read the PDF's structure (``read_structure``), and keep it on disk."""
         record = self._converter_of(_STRUCTURES).structure(state.key, pdf)
-        _store_text_part(state.disk_text, "structure", record)
+        _store_text_part(state.pdf.disk_text, "structure", record)
         return _from_record(Structure, record) or ArxivError("The PDF could not be read.")
 
     def _convert(self, state: _PaperState, page: int) -> tuple[int, PageMarkdown]:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
-        if (converted := _load_text_part(state.disk_text, f"page {page}", PageMarkdown)) is None:
+        if (
+            converted := _load_text_part(state.pdf.disk_text, f"page {page}", PageMarkdown)
+        ) is None:
             record = self.converter.page(
-                state.key, state.pdf, page, state.structure.hidden_on(page)
+                state.key, state.pdf.data, page, state.pdf.structure.hidden_on(page)
             )
             if not (converted := _from_record(PageMarkdown, record)).fallback:
-                _store_text_part(state.disk_text, f"page {page}", record)
+                _store_text_part(state.pdf.disk_text, f"page {page}", record)
         return page, converted
 
     def _close(self, state: _PaperState) -> None:
@@ -7261,11 +7271,11 @@ class PaperLibrary:
         with self.scheduler.changed:
             texts = {
                 state.paper.arxiv_id: _findable(
-                    state.paper.arxiv_id, state.paper.title, state.html or state.structure
+                    state.paper.arxiv_id, state.paper.title, state.html or state.pdf.structure
                 )
                 for state in self._states.values()
                 if state.paper is not None
-                and (state.html or state.structured)
+                and (state.html or state.pdf.structured)
                 and not state.forgotten
             }
         yield from texts.values()
@@ -7340,7 +7350,7 @@ class PaperLibrary:
             self.scheduler.touch(state)
             state.waiting += 1
             state.wants[request] += 1  # the scheduler converts what it needs first
-            if state.pdf is not None:
+            if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
                 while (reading := self._answer(state, request)) is None:
@@ -7361,15 +7371,17 @@ class PaperLibrary:
         """Start what a waiting read needs that no one has started: the PDF
         of a paper read from HTML, for its images (once); the page after a section's pages when the
         converted text ends the section later than the outline said."""
-        if state.html is not None and not state.pdf_wanted and not state.loading:
-            state.pdf_wanted = True
+        if state.html is not None and not state.pdf.wanted and not state.loading:
+            state.pdf.wanted = True
             threading.Thread(
                 target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
             ).start()
         pages = self._pages_needed(state, request)
-        if state.paper is not None and pages and all(page in state.pages for page in pages):
-            later = range(max(pages), state.structure.page_count + 1)
-            state.read_on.update(next(([page] for page in later if page not in state.pages), []))
+        if state.paper is not None and pages and all(page in state.pdf.pages for page in pages):
+            later = range(max(pages), state.pdf.structure.page_count + 1)
+            state.pdf.read_on.update(
+                next(([page] for page in later if page not in state.pdf.pages), [])
+            )
             self.scheduler.add(state)
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
@@ -7501,7 +7513,7 @@ class PaperLibrary:
         changed = self.scheduler.changed
         self._tell(state, "Downloading the PDF")
         with changed:
-            state.pdf_wanted = True
+            state.pdf.wanted = True
         version = state.paper.arxiv_id if state.paper else state.arxiv_id
         cache = self._cache_for(version)
         try:
@@ -7520,9 +7532,9 @@ class PaperLibrary:
             # here: an overview never waits for the converter
             structure = _load_text_part(disk_text, "structure", Structure)
             with changed:
-                state.pdf, state.disk_text = pdf, disk_text
+                state.pdf.data, state.pdf.disk_text = pdf, disk_text
                 state.from_disk = state.from_disk or pdf_on_disk is not None and state.html is None
-                state.structure = structure or state.structure
+                state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.scheduler.add(state)
         except Exception as error:
@@ -7587,8 +7599,8 @@ class PaperLibrary:
         front = (
             state.html.front
             if state.html is not None
-            else state.structure.front
-            if state.structured
+            else state.pdf.structure.front
+            if state.pdf.structured
             else None
         )
         if front is None or state.metadata_error is None:
@@ -7621,11 +7633,11 @@ class PaperLibrary:
                     outcome, "The PDF could not be read (an internal error)."
                 )
             elif isinstance(outcome, Structure):
-                state.structure = outcome
+                state.pdf.structure = outcome
             elif outcome is not None:
                 page, made = outcome
-                state.pages[page], state.regions[page] = made.markdown, made.regions
-            progress = len(state.pages), state.structure.page_count
+                state.pdf.pages[page], state.pdf.regions[page] = made.markdown, made.regions
+            progress = len(state.pdf.pages), state.pdf.structure.page_count
             self.scheduler.changed.notify_all()
         if isinstance(outcome, tuple):
             self._tell(state, f"Converted page {outcome[0]} of {progress[1]}", *progress)
@@ -7633,19 +7645,22 @@ class PaperLibrary:
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading."""
         return any(
-            state.waiting and state.pdf_wanted and state.pdf is None and state.text_error is None
+            state.waiting
+            and state.pdf.wanted
+            and state.pdf.data is None
+            and state.text_error is None
             for state in self._states.values()
         )
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
         """The pages that the paper's waiting callers need."""
         return set().union(
-            state.read_on, *(self._pages_needed(state, request) for request in state.wants)
+            state.pdf.read_on, *(self._pages_needed(state, request) for request in state.wants)
         )
 
     def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
         """The pages still to convert for ``request``."""
-        if not state.structured or state.text_error is not None:
+        if not state.pdf.structured or state.text_error is not None:
             return set()
         pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
         return pages if state.html is not None else pages | self._section_pages(state, request)
@@ -7653,30 +7668,32 @@ class PaperLibrary:
     def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
         """The pages where a figure, table or equation is, or may be."""
         if any(
-            visual.matches(r.kind, r.number) for regions in state.regions.values() for r in regions
+            visual.matches(r.kind, r.number)
+            for regions in state.pdf.regions.values()
+            for r in regions
         ):
             return set()
         if visual.kind == "Equation":
             return set(
-                state.structure.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES]
+                state.pdf.structure.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES]
             )
-        return {c.page for c in state.structure.captions if visual.matches(c.kind, c.number)}
+        return {c.page for c in state.pdf.structure.captions if visual.matches(c.kind, c.number)}
 
     def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
         """The pages that ``request``'s text needs: none for passages,
         figures alone or the outline's overview; the full text's without an outline."""
-        full, needs = set(state.full_pages(self.settings.max_pages)), request.mode.needs
+        full, needs = set(state.pdf.full_pages(self.settings.max_pages)), request.mode.needs
         if (
             needs in (Needs.METADATA, Needs.PASSAGES)
             or needs is Needs.SECTIONS
             and not request.sections
         ):
             return set()
-        if needs is Needs.TEXT or state.structure.skim is None:
+        if needs is Needs.TEXT or state.pdf.structure.skim is None:
             return full
         if needs is Needs.OUTLINE:
             return set()
-        outline = [row.section for row in state.structure.skim.sections]
+        outline = [row.section for row in state.pdf.structure.skim.sections]
         chosen = _select_sections(outline, request.sections)
         if isinstance(chosen, str):
             return set()  # the answer is the error that lists the outline's sections
@@ -7685,7 +7702,7 @@ class PaperLibrary:
             index = outline.index(section)
             later = next((s for s in outline[index + 1 :] if s.level <= section.level), None)
             # where the heading after it is
-            last = later.page if later is not None else state.structure.page_count
+            last = later.page if later is not None else state.pdf.structure.page_count
             pages.update(range(max(1, section.page), last + 1)[: self.settings.max_pages])
         return pages
 
@@ -7699,7 +7716,7 @@ class PaperLibrary:
             if (
                 state.metadata_error is not None
                 and not state.loading
-                and (state.text_error is not None or state.html is None and state.pdf is None)
+                and (state.text_error is not None or state.html is None and state.pdf.data is None)
             ):
                 raise state.metadata_error  # neither the API nor the paper can tell what it is
             return None
@@ -7720,7 +7737,7 @@ class PaperLibrary:
     @staticmethod
     def _hidden(state: _PaperState) -> tuple[Hidden, ...]:
         """The hidden passages of the text a paper is read from."""
-        return state.html.hidden if state.html is not None else state.structure.hidden
+        return state.html.hidden if state.html is not None else state.pdf.structure.hidden
 
     def _pdf_answer(self, state: _PaperState, paper: Paper, request: ReadRequest) -> Reading | None:
         """The Reading of a paper read from its PDF, once its pages that ``request`` needs are
@@ -7732,27 +7749,27 @@ class PaperLibrary:
         needs = request.mode.needs
         if needs in (Needs.METADATA, Needs.PASSAGES):  # the raw text, with the outline's sections
             return dataclasses.replace(
-                visuals, overview=state.structure.skim, passages=state.structure.passages
+                visuals, overview=state.pdf.structure.skim, passages=state.pdf.structure.passages
             )
         if needs is Needs.SECTIONS and not request.sections:  # figures, tables and equations alone
-            return dataclasses.replace(visuals, overview=state.structure.skim)
-        if needs is Needs.TEXT or state.structure.skim is None:
+            return dataclasses.replace(visuals, overview=state.pdf.structure.skim)
+        if needs is Needs.TEXT or state.pdf.structure.skim is None:
             text = self._text(state, full=True)
             overview = overview_of(text) if needs is Needs.OUTLINE else None
             return dataclasses.replace(visuals, text=text, overview=overview)
         text = self._text(state, full=False)
         if needs is Needs.OUTLINE:
             return dataclasses.replace(
-                visuals, text=text, overview=state.structure.skim.refined(text)
+                visuals, text=text, overview=state.pdf.structure.skim.refined(text)
             )
         chosen = _select_sections(text.sections, request.sections)
         if (
             not isinstance(chosen, str)
             and not all(text.is_whole(section) for section in chosen)
-            and len(state.pages) < state.structure.page_count
+            and len(state.pdf.pages) < state.pdf.structure.page_count
         ):
             return None
-        return dataclasses.replace(visuals, text=text, overview=state.structure.skim)
+        return dataclasses.replace(visuals, text=text, overview=state.pdf.structure.skim)
 
     def _html_answer(
         self, state: _PaperState, paper: Paper, html: HtmlPaper, request: ReadRequest
@@ -7781,40 +7798,40 @@ class PaperLibrary:
         """``reading`` with the PDF, its captions and the regions of its converted pages, once the
         pages that
         ``request`` needs are converted; None before."""
-        if not state.structured or any(
-            page not in state.pages for page in self._pages_needed(state, request)
+        if not state.pdf.structured or any(
+            page not in state.pdf.pages for page in self._pages_needed(state, request)
         ):
             return None
         return dataclasses.replace(
             reading,
-            captions=state.structure.captions,
-            pdf=state.pdf,
-            regions=tuple(r for page in sorted(state.regions) for r in state.regions[page]),
+            captions=state.pdf.structure.captions,
+            pdf=state.pdf.data,
+            regions=tuple(r for page in sorted(state.pdf.regions) for r in state.pdf.regions[page]),
         )
 
     def _text(self, state: _PaperState, full: bool) -> PaperText:
         """The converted text: the full text's pages, or every converted page with the gaps left
         empty (the same text once every page is converted, and then made once)."""
-        converted = len(state.pages)
+        converted = len(state.pdf.pages)
         numbers = (
-            state.full_pages(self.settings.max_pages)
+            state.pdf.full_pages(self.settings.max_pages)
             if full
-            else range(1, max(state.pages, default=0) + 1)
+            else range(1, max(state.pdf.pages, default=0) + 1)
         )
-        complete = full or converted == state.structure.page_count
+        complete = full or converted == state.pdf.structure.page_count
         key = (numbers.stop, complete)
-        if (memo := state.texts.get(key)) is not None and memo[0] == converted:
+        if (memo := state.pdf.texts.get(key)) is not None and memo[0] == converted:
             return memo[1]
         pdf = PdfText(
-            tuple(state.pages.get(page, "") for page in numbers),
-            state.structure.page_count,
-            state.structure.outline,
-            frozenset(page for page in numbers if page not in state.pages),
+            tuple(state.pdf.pages.get(page, "") for page in numbers),
+            state.pdf.structure.page_count,
+            state.pdf.structure.outline,
+            frozenset(page for page in numbers if page not in state.pdf.pages),
         )
         text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "", complete=complete)
         # older texts are outdated
-        state.texts = {k: v for k, v in state.texts.items() if v[0] == converted}
-        state.texts[key] = (converted, text)
+        state.pdf.texts = {k: v for k, v in state.pdf.texts.items() if v[0] == converted}
+        state.pdf.texts[key] = (converted, text)
         return text
 
     def _late(self, state: _PaperState) -> Reading:
@@ -7837,7 +7854,7 @@ class PaperLibrary:
             None,
             note,
             transient=True,
-            overview=state.structure.skim,
+            overview=state.pdf.structure.skim,
             hidden=self._hidden(state),
         )
 

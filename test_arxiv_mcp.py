@@ -3332,7 +3332,7 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
     assert label in answer.text
     region = next(
         r
-        for r in env.library._states["1111.2011v2", "auto"].regions[page]
+        for r in env.library._states["1111.2011v2", "auto"].pdf.regions[page]
         if r.number == number and r.kind == kind
     )
     width, height = region.bbox[2] - region.bbox[0], region.bbox[3] - region.bbox[1]
@@ -4249,7 +4249,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     # background.
     state = html_env.library._states["2203.00274v2", "auto"]
     wait_for(lambda: not html_env.library.scheduler.has_work(), what="the PDF work to end")
-    assert 3 in state.pages and len(state.pages) <= 2 < state.structure.page_count
+    assert 3 in state.pdf.pages and len(state.pdf.pages) <= 2 < state.pdf.structure.page_count
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no
     # image.
     html_env.library._states["2203.00274v2", "auto"].html.equations["99"] = "$$x=1$$ (99)"
@@ -5554,12 +5554,12 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
     long_read.start()
     states = env.library._states
     # page 1 is converting now
-    wait_for(lambda: (state := states.get(("1111.2011v2", "auto"))) and state.structured)
+    wait_for(lambda: (state := states.get(("1111.2011v2", "auto"))) and state.pdf.structured)
     answers = []
     overview = threading.Thread(target=lambda: answers.append(call(paper="2203.00274v2")))
     overview.start()
     # its structure pass is next
-    wait_for(lambda: (state := states.get(("2203.00274v2", "auto"))) and state.pdf)
+    wait_for(lambda: (state := states.get(("2203.00274v2", "auto"))) and state.pdf.data)
     # page 1 of the long read ends; the new paper's structure pass goes before page 2
     step.release()
     overview.join(10)
@@ -5571,10 +5571,14 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     scheduler = am.Scheduler(
-        am.Settings, needed=lambda state: state.read_on, done=lambda state, outcome: None
+        am.Settings, needed=lambda state: state.pdf.read_on, done=lambda state, outcome: None
     )
     states = [
-        am._PaperState(f"2101.0000{n}", pdf=b"%PDF-", loading=False, structure=am.Structure(5))
+        am._PaperState(
+            f"2101.0000{n}",
+            pdf=am._PdfState(data=b"%PDF-", structure=am.Structure(5)),
+            loading=False,
+        )
         for n in range(1, 4)
     ]
     for state in states:
@@ -5582,7 +5586,7 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     jobs = [scheduler._job_for(state) for state in states]
     assert jobs[0] is None, "the oldest paper waits until it is asked again"
     assert jobs[2][0] < jobs[1][0], "the newest first"
-    states[0].read_on.add(4)  # a caller waits for page 4 of the oldest paper
+    states[0].pdf.read_on.add(4)  # a caller waits for page 4 of the oldest paper
     assert scheduler._job_for(states[0])[0] < jobs[2][0]
     # a caller waits for a download: no background page is begun
     scheduler.downloading = lambda: True
@@ -5926,7 +5930,7 @@ def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
     html_env.teardown.append(process.stop)
     assert "## Sections" in call(paper="2203.00274v2")  # from the HTML
     call(paper="1111.2011v2")  # its pages now convert in the background, a second each
-    wait_for(lambda: html_env.library._states[("1111.2011v2", "auto")].pages, what="a page")
+    wait_for(lambda: html_env.library._states[("1111.2011v2", "auto")].pdf.pages, what="a page")
     times = []
     for _ in range(25):  # 0.1 s apart, as an agent's calls come, over at least one page's hold
         asked = time.perf_counter() + 0.1
@@ -5934,7 +5938,7 @@ def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
         assert "## 3" in call(paper="2203.00274v2", section="3")
         times.append(time.perf_counter() - asked)
     assert max(times) < 0.3, times
-    assert len(html_env.library._states[("1111.2011v2", "auto")].pages) < 8, (
+    assert len(html_env.library._states[("1111.2011v2", "auto")].pdf.pages) < 8, (
         "the background work went on meanwhile"
     )
 
@@ -5956,7 +5960,7 @@ def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page
     assert "## Sections" in call(paper="2203.00274v2")
     assert (
         time.perf_counter() - started < 20
-        and not html_env.library._states[("1111.2011v2", "pdf")].pages
+        and not html_env.library._states[("1111.2011v2", "pdf")].pdf.pages
     )
 
 
@@ -5998,7 +6002,7 @@ def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
     reader = threading.Thread(target=call, kwargs={"paper": "1111.2011v2"})
     reader.start()
     wait_for(lambda: process.running, what="the converter to start")
-    assert not release.is_set() and env.library._states[("1111.2011v2", "auto")].pdf is None
+    assert not release.is_set() and env.library._states[("1111.2011v2", "auto")].pdf.data is None
     release.set()
     reader.join(10)
     assert "V Discussion" in call(paper="1111.2011v2", section="V")
@@ -6026,7 +6030,7 @@ def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(
     assert len(html_env.urls) == asked and process.process is not None, (
         "the background conversion began"
     )
-    assert len(again._states[("1111.2011v2", "auto")].pages) < 8
+    assert len(again._states[("1111.2011v2", "auto")].pdf.pages) < 8
 
 
 @pytest.mark.parametrize(
