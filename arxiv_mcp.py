@@ -6567,9 +6567,12 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 class _PdfState:
     """A paper's PDF while it is read: its download (for its text, or for the images of a paper read
     from HTML), where its text is kept on disk, its structure pass and converted pages, and the
-    texts made of them.  The library writes it; the scheduler's jobs read it."""
+    texts made of them, or why it failed.  The library writes it; the scheduler's jobs read it."""
 
     data: bytes | None = None
+    error: ArxivError | None = (
+        None  # the PDF failed: its text, or a paper read from HTML its images
+    )
     wanted: bool = False  # it is downloaded, or to be
     disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
@@ -6590,8 +6593,41 @@ class _PdfState:
 
 
 @dataclass(eq=False)
+class _MetadataState:
+    """A paper's metadata from the API (or a search's entry, or kept on disk past its time and
+    marked), or why it cannot be had.  The library writes it."""
+
+    paper: Paper | None = None
+    error: ArxivError | None = None  # the paper cannot be read at all: arXiv knows no such paper
+    # Why the API's is missing for a while (a throttle, a fault): the paper is read with its own.
+    missing: ArxivError | None = None
+    refreshing: bool = False  # the API is asked again for metadata that came from the paper itself
+
+
+@dataclass(eq=False)
+class _HtmlState:
+    """A paper's text from arXiv's HTML, when arXiv has it and the source allows: the parsed page
+    and its overview, or (for the source "html") why it cannot be had.  The library writes it."""
+
+    parsed: HtmlPaper | None = None
+    overview: Overview | None = None
+    error: ArxivError | None = None
+
+
+@dataclass(eq=False)
+class _Callers:
+    """The callers waiting on a paper: what they asked for, how many they are, and the listeners
+    that hear the read's steps.  The library writes it (``read``)."""
+
+    wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
+    count: int = 0
+    listeners: list[Progress] = dataclasses.field(default_factory=list)
+
+
+@dataclass(eq=False)
 class _PaperState:
-    """One paper from its first request on, shared by every caller.
+    """One paper from its first request on, shared by every caller, in parts by what they are: its
+    metadata, its text from the HTML, its PDF and the callers waiting on it.
 
     The locking rule, once for the library: a paper's state, the library's collections (its papers,
     search and listing entries, texts kept for ``find``) and the scheduler's queues are read and
@@ -6603,27 +6639,29 @@ class _PaperState:
 
     arxiv_id: str
     source: str = "auto"  # where its text comes from (``SOURCES``)
-    paper: Paper | None = None
-    error: ArxivError | None = None  # the paper cannot be read at all: arXiv knows no such paper
-    # Why the API's metadata is missing for a while (a throttle, a fault): the paper is read with
-    # its own.
-    metadata_error: ArxivError | None = None
-    refreshing: bool = False  # the API is asked again for metadata that came from the paper itself
-    html: HtmlPaper | None = (
-        None  # its text from arXiv's HTML, when arXiv has it and the source allows
-    )
-    html_overview: Overview | None = None
+    metadata: _MetadataState = dataclasses.field(default_factory=_MetadataState)
+    html: _HtmlState = dataclasses.field(default_factory=_HtmlState)
     pdf: _PdfState = dataclasses.field(default_factory=_PdfState)
+    callers: _Callers = dataclasses.field(default_factory=_Callers)
     from_disk: bool = False  # its text's download came from the disk cache
-    text_error: ArxivError | None = (
-        None  # the PDF failed (for a paper read from HTML: its images); metadata stays
-    )
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
-    # what waiting callers asked for
-    wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
-    waiting: int = 0  # callers waiting on it
-    listeners: list[Progress] = dataclasses.field(default_factory=list)
     forgotten: bool = False  # evicted from the cache: its PDF work stops
+
+    @property
+    def paper(self) -> Paper | None:
+        """The API's metadata; while it is missing, the paper's own (its HTML's, or its PDF's first
+        page once its structure is read); else None."""
+        html, missing = self.html.parsed, self.metadata.missing
+        front = html.front if html else self.pdf.structure.front if self.pdf.structured else None
+        if self.metadata.paper is not None or front is None or missing is None:
+            return self.metadata.paper
+        return own_paper(self.arxiv_id, front, _api_trouble(missing))
+
+    @property
+    def text_error(self) -> ArxivError | None:
+        """Why its text cannot be had: the HTML's failure (for the source "html"), or the PDF's for
+        a paper not read from HTML."""
+        return None if self.html.parsed is not None else self.html.error or self.pdf.error
 
     @property
     def key(self) -> tuple[str, str]:
@@ -6637,7 +6675,7 @@ class _PaperState:
             len(self.pdf.data or b"")
             + sum(sys.getsizeof(page) for page in self.pdf.pages.values())
             + sum(sys.getsizeof(text.markdown) for _, text in self.pdf.texts.values())
-            + 2 * sys.getsizeof(self.html.text.markdown if self.html else "")
+            + 2 * sys.getsizeof(self.html.parsed.text.markdown if self.html.parsed else "")
         )
 
 
@@ -6942,7 +6980,7 @@ class Scheduler:
     ) -> tuple[tuple[int, ...], Callable[[], "JobOutcome"]] | None:
         """The paper's most urgent job with its priority (smallest first), or None."""
         pdf = state.pdf.data
-        if state.forgotten or state.text_error is not None or pdf is None:
+        if state.forgotten or state.pdf.error is not None or pdf is None:
             return (
                 ((JOB_CLOSE,), lambda: self._close(state))
                 if self.converter.holds(state.key)
@@ -6962,7 +7000,7 @@ class Scheduler:
         ]
         # A page nobody waits for is not begun while a caller waits for a download: its structure
         # pass goes next. A paper read from HTML converts only the pages of the images asked for.
-        if rest and state.html is None and state in self._recent and not self.downloading():
+        if rest and state.html.parsed is None and state in self._recent and not self.downloading():
             return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(
                 state, rest[0]
             )
@@ -6973,7 +7011,7 @@ class Scheduler:
     def _pdf_coming(self) -> bool:
         """Whether a paper's PDF is downloading for the converter."""
         return any(
-            s.pdf.wanted and s.pdf.data is None and s.text_error is None and not s.forgotten
+            s.pdf.wanted and s.pdf.data is None and s.pdf.error is None and not s.forgotten
             for s in self._papers
         )
 
@@ -6991,10 +7029,10 @@ class Scheduler:
                     jobs.append((job[0], state, job[1]))
             elif not state.loading and (
                 state.forgotten
-                or state.text_error is not None
+                or state.pdf.error is not None
                 or state.pdf.structured
                 and (
-                    state.html is not None
+                    state.html.parsed is not None
                     or set(state.pdf.full_pages(self.settings().max_pages))
                     <= state.pdf.pages.keys()
                 )
@@ -7271,11 +7309,13 @@ class PaperLibrary:
         with self.scheduler.changed:
             texts = {
                 state.paper.arxiv_id: _findable(
-                    state.paper.arxiv_id, state.paper.title, state.html or state.pdf.structure
+                    state.paper.arxiv_id,
+                    state.paper.title,
+                    state.html.parsed or state.pdf.structure,
                 )
                 for state in self._states.values()
                 if state.paper is not None
-                and (state.html or state.pdf.structured)
+                and (state.html.parsed or state.pdf.structured)
                 and not state.forgotten
             }
         yield from texts.values()
@@ -7344,12 +7384,12 @@ class PaperLibrary:
             if state is None:
                 state = self._start(key, on_progress)
             elif on_progress is not None:
-                state.listeners.append(on_progress)
+                state.callers.listeners.append(on_progress)
             self._states.move_to_end(key)
             self._refresh(state)
             self.scheduler.touch(state)
-            state.waiting += 1
-            state.wants[request] += 1  # the scheduler converts what it needs first
+            state.callers.count += 1
+            state.callers.wants[request] += 1  # the scheduler converts what it needs first
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
@@ -7361,17 +7401,17 @@ class PaperLibrary:
                     changed.wait(remaining)
                 return reading
             finally:
-                state.wants -= Counter({request: 1})
-                state.waiting -= 1
+                state.callers.wants -= Counter({request: 1})
+                state.callers.count -= 1
                 if on_progress is not None:
-                    state.listeners.remove(on_progress)
+                    state.callers.listeners.remove(on_progress)
                 self._evict()
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
         """Start what a waiting read needs that no one has started: the PDF
         of a paper read from HTML, for its images (once); the page after a section's pages when the
         converted text ends the section later than the outline said."""
-        if state.html is not None and not state.pdf.wanted and not state.loading:
+        if state.html.parsed is not None and not state.pdf.wanted and not state.loading:
             state.pdf.wanted = True
             threading.Thread(
                 target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
@@ -7395,7 +7435,9 @@ class PaperLibrary:
                 transient=True,
             )
         state = self._states[key] = _PaperState(
-            *key, paper=self._searched_paper(key[0]), listeners=[on_progress] if on_progress else []
+            *key,
+            metadata=_MetadataState(paper=self._searched_paper(key[0])),
+            callers=_Callers(listeners=[on_progress] if on_progress else []),
         )
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
@@ -7408,12 +7450,12 @@ class PaperLibrary:
     def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background
         work."""
-        return lambda: waited_for if state.waiting else URGENT_BACKGROUND
+        return lambda: waited_for if state.callers.count else URGENT_BACKGROUND
 
     def _tell(
         self, state: _PaperState, message: str, done: float = 0, total: float | None = None
     ) -> None:
-        for listener in list(state.listeners):
+        for listener in list(state.callers.listeners):
             with contextlib.suppress(Exception):  # a listener's failure must not fail the read
                 listener(done, total, message)
 
@@ -7424,19 +7466,19 @@ class PaperLibrary:
         if state.source != "pdf":
             if _split_version(state.arxiv_id)[1] is None and state.paper is None:
                 self._fetch_metadata(state)
-            if state.error is None:
+            if state.metadata.error is None:
                 self._fetch_html(state)
-        if state.html is None and state.source != "html" and state.error is None:
+        if state.html.parsed is None and state.source != "html" and state.metadata.error is None:
             self._fetch_pdf(state)
-        if state.paper is None and state.error is None and state.metadata_error is None:
+        if state.paper is None and state.metadata.error is None and state.metadata.missing is None:
             self._fetch_metadata(state)
         with self.scheduler.changed:
             state.loading = False
             if (
-                state.error is not None
-                or state.html is None
+                state.metadata.error is not None
+                or state.html.parsed is None
                 and state.text_error is not None
-                and (state.text_error.transient or state.metadata_error is not None)
+                and (state.text_error.transient or state.metadata.missing is not None)
             ):
                 # Not cached: the next call tries again.
                 state.forgotten = True
@@ -7501,11 +7543,11 @@ class PaperLibrary:
                     cache.put("nohtml", version, b"")
                 if state.source == "html":
                     with self.scheduler.changed:
-                        state.text_error = failure
+                        state.html.error = failure
                 return
         overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
         with self.scheduler.changed:
-            state.html, state.html_overview, state.from_disk = html, overview, from_disk
+            state.html.parsed, state.html.overview, state.from_disk = html, overview, from_disk
             self.scheduler.changed.notify_all()
 
     def _fetch_pdf(self, state: _PaperState) -> None:
@@ -7533,13 +7575,15 @@ class PaperLibrary:
             structure = _load_text_part(disk_text, "structure", Structure)
             with changed:
                 state.pdf.data, state.pdf.disk_text = pdf, disk_text
-                state.from_disk = state.from_disk or pdf_on_disk is not None and state.html is None
+                state.from_disk = (
+                    state.from_disk or pdf_on_disk is not None and state.html.parsed is None
+                )
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.scheduler.add(state)
         except Exception as error:
             with changed:
-                state.text_error = _as_arxiv_error(
+                state.pdf.error = _as_arxiv_error(
                     error, "The PDF could not be downloaded (an internal error).", transient=True
                 )
                 changed.notify_all()  # the converter waits for no download now
@@ -7577,35 +7621,21 @@ class PaperLibrary:
             )
             with self.scheduler.changed:
                 if not failure.transient:
-                    state.error = failure
+                    state.metadata.error = failure
                 elif stale is not None:
-                    state.paper = dataclasses.replace(
+                    state.metadata.paper = dataclasses.replace(
                         stale,
                         provenance=f"Metadata kept from an earlier read: {_api_trouble(failure)}.",
                     )
                 else:
-                    state.metadata_error = failure
+                    state.metadata.missing = failure
         else:
             with self.scheduler.changed:
-                state.paper, state.metadata_error = paper, None
+                state.metadata.paper, state.metadata.missing = paper, None
         finally:
             with self.scheduler.changed:
-                state.refreshing = False
+                state.metadata.refreshing = False
                 self.scheduler.changed.notify_all()
-
-    def _own_paper(self, state: _PaperState) -> Paper | None:
-        """The paper's metadata from itself (its HTML, or its PDF's first page once its structure is
-        read) while the API's is missing, or None before the text is in hand."""
-        front = (
-            state.html.front
-            if state.html is not None
-            else state.pdf.structure.front
-            if state.pdf.structured
-            else None
-        )
-        if front is None or state.metadata_error is None:
-            return None
-        return own_paper(state.arxiv_id, front, _api_trouble(state.metadata_error))
 
     def _refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
@@ -7615,11 +7645,11 @@ class PaperLibrary:
             state.paper is None
             or not state.paper.provenance
             or state.loading
-            or state.refreshing
+            or state.metadata.refreshing
             or self.limiter.cooling(_service(self.settings.api_url))
         ):
             return
-        state.refreshing = True
+        state.metadata.refreshing = True
         threading.Thread(
             target=self._fetch_metadata, args=(state,), name="arxiv-metadata", daemon=True
         ).start()
@@ -7629,7 +7659,7 @@ class PaperLibrary:
         tell its listeners), or the failure that costs it its text."""
         with self.scheduler.changed:
             if isinstance(outcome, Exception):
-                state.text_error = state.text_error or _as_arxiv_error(
+                state.pdf.error = state.pdf.error or _as_arxiv_error(
                     outcome, "The PDF could not be read (an internal error)."
                 )
             elif isinstance(outcome, Structure):
@@ -7645,25 +7675,28 @@ class PaperLibrary:
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading."""
         return any(
-            state.waiting
+            state.callers.count
             and state.pdf.wanted
             and state.pdf.data is None
-            and state.text_error is None
+            and state.pdf.error is None
             for state in self._states.values()
         )
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
         """The pages that the paper's waiting callers need."""
         return set().union(
-            state.pdf.read_on, *(self._pages_needed(state, request) for request in state.wants)
+            state.pdf.read_on,
+            *(self._pages_needed(state, request) for request in state.callers.wants),
         )
 
     def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
         """The pages still to convert for ``request``."""
-        if not state.pdf.structured or state.text_error is not None:
+        if not state.pdf.structured or state.pdf.error is not None:
             return set()
         pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
-        return pages if state.html is not None else pages | self._section_pages(state, request)
+        return (
+            pages if state.html.parsed is not None else pages | self._section_pages(state, request)
+        )
 
     def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
         """The pages where a figure, table or equation is, or may be."""
@@ -7708,21 +7741,23 @@ class PaperLibrary:
 
     def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
         """The Reading for ``request``, or None while what it needs is missing."""
-        if state.error is not None:
-            raise state.error
-        if state.paper is None:
-            state.paper = self._own_paper(state)
+        if state.metadata.error is not None:
+            raise state.metadata.error
         if (paper := state.paper) is None:
             if (
-                state.metadata_error is not None
+                state.metadata.missing is not None
                 and not state.loading
-                and (state.text_error is not None or state.html is None and state.pdf.data is None)
+                and (
+                    state.text_error is not None
+                    or state.html.parsed is None
+                    and state.pdf.data is None
+                )
             ):
-                raise state.metadata_error  # neither the API nor the paper can tell what it is
+                raise state.metadata.missing  # neither the API nor the paper can tell what it is
             return None
         reading = (
-            self._html_answer(state, paper, state.html, request)
-            if state.html is not None
+            self._html_answer(state, paper, state.html.parsed, request)
+            if state.html.parsed is not None
             else self._pdf_answer(state, paper, request)
         )
         if reading is not None:
@@ -7737,7 +7772,11 @@ class PaperLibrary:
     @staticmethod
     def _hidden(state: _PaperState) -> tuple[Hidden, ...]:
         """The hidden passages of the text a paper is read from."""
-        return state.html.hidden if state.html is not None else state.pdf.structure.hidden
+        return (
+            state.html.parsed.hidden
+            if state.html.parsed is not None
+            else state.pdf.structure.hidden
+        )
 
     def _pdf_answer(self, state: _PaperState, paper: Paper, request: ReadRequest) -> Reading | None:
         """The Reading of a paper read from its PDF, once its pages that ``request`` needs are
@@ -7780,7 +7819,7 @@ class PaperLibrary:
         reading = Reading(
             paper,
             html.text,
-            overview=state.html_overview,
+            overview=state.html.overview,
             passages=html.passages,
             captions=html.captions,
             equations=html.equations,
@@ -7788,8 +7827,8 @@ class PaperLibrary:
         )
         if not any(visual.kind for visual in request.visuals):
             return reading
-        if state.text_error is not None:
-            return dataclasses.replace(reading, image_error=str(state.text_error))
+        if state.pdf.error is not None:
+            return dataclasses.replace(reading, image_error=str(state.pdf.error))
         return self._with_pdf(state, request, reading)
 
     def _with_pdf(
@@ -7836,8 +7875,8 @@ class PaperLibrary:
 
     def _late(self, state: _PaperState) -> Reading:
         """What a call past its deadline gets: the metadata with a note, and the skim's overview."""
-        if state.error is not None:
-            raise state.error
+        if state.metadata.error is not None:
+            raise state.metadata.error
         if state.paper is None:
             raise ArxivError(
                 f"arXiv did not answer within the {self.settings.deadline:g} s deadline "
@@ -7861,7 +7900,11 @@ class PaperLibrary:
     def _evict(self) -> None:
         """Drop the least recently used idle papers past the cache's bounds."""
         budget = self.settings.cache_mb * 1_000_000
-        idle = [state for state in self._states.values() if not state.loading and not state.waiting]
+        idle = [
+            state
+            for state in self._states.values()
+            if not state.loading and not state.callers.count
+        ]
         while idle and (
             len(self._states) > self.settings.cache_papers
             or sum(state.size for state in self._states.values()) > budget

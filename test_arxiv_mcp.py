@@ -4252,7 +4252,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     assert 3 in state.pdf.pages and len(state.pdf.pages) <= 2 < state.pdf.structure.page_count
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no
     # image.
-    html_env.library._states["2203.00274v2", "auto"].html.equations["99"] = "$$x=1$$ (99)"
+    html_env.library._states["2203.00274v2", "auto"].html.parsed.equations["99"] = "$$x=1$$ (99)"
     missing = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 99"))
     assert missing.images == () and missing.text.endswith(
         "**Equation (99)**: $$x=1$$ (99) *[no image: the PDF's pages show no Equation (99)]*"
