@@ -1898,7 +1898,9 @@ class Section:
     In an outline (``pdf_outline``) a Section has its page.  Placed in a text
     (``find_sections``), it also has the span of its text there: from its
     heading line to where the next section of the same or a higher level
-    starts (``_with_ends``).
+    starts (``_with_ends``).  Its place (page and span) is not what it is: the same heading
+    placed in two texts (a PDF's raw text layer for the overview, its converted text) is one
+    record, equal in both, so that the overview's rows and the text's sections join by record.
     """
 
     number: (
@@ -1906,9 +1908,12 @@ class Section:
     )
     title: str
     level: int  # 1 for sections, 2 for subsections, ...
-    page: int = 0  # the page its heading is on, from 1 as printed; 0 when unknown
-    start: int = 0  # offset of its heading line in the text it was placed in
-    end: int = 0  # offset where its text (subsections included) ends there
+    # the page its heading is on, from 1 as printed; 0 when unknown
+    page: int = dataclasses.field(default=0, compare=False)
+    # offset of its heading line in the text it was placed in
+    start: int = dataclasses.field(default=0, compare=False)
+    # offset where its text (subsections included) ends there
+    end: int = dataclasses.field(default=0, compare=False)
 
     @property
     def label(self) -> str:
@@ -2729,10 +2734,10 @@ class Overview:
     def refined(self, text: "PaperText") -> "Overview":
         """This overview with the converted sizes of the sections whose text ``text``
         holds whole (``PaperText.is_whole``); the others stay estimates."""
-        whole = {section.label: section for section in text.sections if text.is_whole(section)}
+        whole = {section: section for section in text.sections if text.is_whole(section)}
         rows = tuple(
-            dataclasses.replace(row, section=whole[row.section.label], estimated=False)
-            if row.section.label in whole
+            dataclasses.replace(row, section=whole[row.section], estimated=False)
+            if row.section in whole
             else row
             for row in self.sections
         )
@@ -3844,10 +3849,10 @@ class PaperText:
         after it (of the same or a higher level) is converted and so is every page between."""
         if self.complete:
             return True
-        index = self.sections.index(section)
+        index = self.sections.index(section)  # its record here: its page is this text's
         later = next((s for s in self.sections[index + 1 :] if s.level <= section.level), None)
         return later is not None and not any(
-            page in self.missing for page in range(section.page, later.page + 1)
+            page in self.missing for page in range(self.sections[index].page, later.page + 1)
         )
 
     @property
@@ -5752,25 +5757,15 @@ def _choices(sections: Sequence[Section]) -> str:
     return ", ".join(shown)
 
 
-def _neighbours(text: PaperText, section: Section, overview: Overview | None = None) -> str:
-    """The navigation line after a section: the sections before and after it in the paper
-    (the overview's list, which knows the sections not converted yet), with their sizes,
-    and how to get back to the overview."""
-    rows = list(overview.sections) if overview else [SectionSummary(s, "") for s in text.sections]
-    whole = {s.label: s for s in text.sections if text.is_whole(s)}
+def _neighbours(rows: Sequence[SectionSummary], section: Section) -> str:
+    """The navigation line after a section: the sections before and after it in the paper (the
+    overview's rows, which know the sections not converted yet), with their sizes, and how to get
+    back to the overview."""
 
     def named(where: str, row: SectionSummary) -> str:
-        other = whole.get(row.section.label)
-        size = (
-            f" ({_chars(other.chars)})"
-            if other
-            else f" ({_chars(row.section.chars, True)})"
-            if overview
-            else ""
-        )
-        return f'{where} "{row.section.label}"{size}'
+        return f'{where} "{row.section.label}" ({_chars(row.section.chars, row.estimated)})'
 
-    index = next((i for i, row in enumerate(rows) if row.section.label == section.label), None)
+    index = next((i for i, row in enumerate(rows) if row.section == section), None)
     parts = []
     if index is not None and index > 0:
         parts.append(named("previous", rows[index - 1]))
@@ -5791,16 +5786,20 @@ def format_sections(
     max_chars: int,
     overview: Overview | None = None,
 ) -> str:
-    """The named sections with their subsections, each ending with a navigation
-    line (its neighbours from ``overview``'s list when given); an unknown section
-    gives a short error listing the valid choices."""
-    chosen = _select_sections(text.sections, selectors)
+    """The named sections with their subsections, each ending with a navigation line.  They are
+    chosen from ``overview``'s rows (the text's sections without one), which name the sections
+    not converted yet too and, once ``Overview.refined`` by ``text``, are its records; an unknown
+    section gives a short error listing the valid choices, one the text lacks says so."""
+    rows = overview.sections if overview else tuple(SectionSummary(s, "") for s in text.sections)
+    chosen = _select_sections([row.section for row in rows], selectors)
     if isinstance(chosen, str):
         return f"{ERROR} {chosen}"
+    if missing := [section.label for section in chosen if section not in text.sections]:
+        return f'{ERROR} The converted text has no section "{missing[0]}"; read it with "full".'
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
     cited: list[str] = []
-    for section in chosen:
-        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(text, section, overview)}")
+    for section in (text.sections[text.sections.index(section)] for section in chosen):
+        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(rows, section)}")
         if _name_role(section.title) == REFERENCES:
             cited += [
                 i for i in cited_arxiv_ids(text.body(section), paper.arxiv_id) if i not in cited
@@ -7797,18 +7796,18 @@ class PaperLibrary:
             overview = overview_of(text) if needs is Needs.OUTLINE else None
             return dataclasses.replace(visuals, text=text, overview=overview)
         text = self._text(state, full=False)
+        overview = state.pdf.structure.skim.refined(text)
         if needs is Needs.OUTLINE:
-            return dataclasses.replace(
-                visuals, text=text, overview=state.pdf.structure.skim.refined(text)
-            )
-        chosen = _select_sections(text.sections, request.sections)
+            return dataclasses.replace(visuals, text=text, overview=overview)
+        chosen = _select_sections([row.section for row in overview.sections], request.sections)
         if (
             not isinstance(chosen, str)
-            and not all(text.is_whole(section) for section in chosen)
+            # a heading the converted text lacks waits for nothing: the answer says so
+            and not all(text.is_whole(section) for section in chosen if section in text.sections)
             and len(state.pdf.pages) < state.pdf.structure.page_count
         ):
             return None
-        return dataclasses.replace(visuals, text=text, overview=state.pdf.structure.skim)
+        return dataclasses.replace(visuals, text=text, overview=overview)
 
     def _html_answer(
         self, state: _PaperState, paper: Paper, html: HtmlPaper, request: ReadRequest
@@ -8159,11 +8158,6 @@ def answer_sections(call: ReadCall) -> Answer:
         return _full(reading, settings)
     text = ""
     if sections and reading.text is not None:
-        if reading.overview is not None:
-            # The outline's section list, which names sections not converted yet too.
-            chosen = _select_sections([row.section for row in reading.overview.sections], sections)
-            if isinstance(chosen, str):
-                return Answer(f"{ERROR} {chosen}")
         text = format_sections(
             reading.paper, reading.text, sections, settings.max_chars, reading.overview
         )

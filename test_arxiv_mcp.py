@@ -2402,6 +2402,22 @@ def test_sections_from_an_outline_without_numbers_take_the_printed_numbers(conve
     ]
 
 
+def test_a_heading_is_one_record_in_the_overview_and_in_the_text(convert_once):
+    # The overview places the outline in the raw text layer, the text in the converted Markdown:
+    # other spans, here another order of the back matter, and still one record per heading.
+    skim = am.skim_pdf((DATA / "0908.0054v1.pdf").read_bytes())
+    _, text = labels("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB", convert_once)
+    rows = [row.section for row in skim.sections]
+    assert [s.label for s in rows][-2:] == ["Acknowledgements", "References"]
+    assert [s.label for s in text.sections][-2:] == ["References", "Acknowledgements"]
+    assert rows[0] == text.sections[0] and rows[0].start != text.sections[0].start
+    assert sorted(rows, key=text.sections.index) == list(text.sections)
+    # Refined by the converted text, the overview's rows are the text's own records.
+    refined = skim.refined(text).sections
+    assert all(not row.estimated for row in refined)
+    assert all(any(row.section is placed for placed in text.sections) for row in refined)
+
+
 def test_sections_without_outline(convert_once):
     found, _ = labels(
         "2203.00274v2.pdf",
@@ -5100,6 +5116,27 @@ def test_the_choices_of_an_unknown_section_stay_within_a_budget():
     shown = re.findall(r'"([0-9]+)" A section', answer)
     assert shown == [str(n) for n in range(1, len(shown) + 1)] and 80 - len(shown) == int(
         re.search(r"and ([0-9]+) more", answer)[1]
+    )
+
+
+def test_a_section_the_overview_lists_and_the_text_lacks_says_so():
+    markdown = "## 1 Intro\n\nWhy.\n\n## 2 Methods\n\nHow.\n"
+    text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 1, 1)
+    overview = am.overview_of(text)
+    results = am.Section("3", "Results", 1, page=2, start=0, end=1200)  # placed in another text
+    listed = dataclasses.replace(
+        overview, sections=(*overview.sections, am.SectionSummary(results, "", estimated=True))
+    )
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    answer = am.format_sections(paper, text, ["3"], 50_000, listed)
+    assert (
+        answer == '**Error:** The converted text has no section "3 Results"; read it with "full".'
+    )
+    # The sections it holds are read from its records, with the overview's rows as neighbours.
+    methods = am.format_sections(paper, text, ["2"], 50_000, listed)
+    assert "## 2 Methods\n\nHow.\n\n---\n" in methods and methods.endswith(
+        'Navigation: previous "1 Intro" (18 chars) · next "3 Results" (≈1,200 chars) · '
+        "the overview: omit section"
     )
 
 
