@@ -6578,7 +6578,6 @@ class _PdfState:
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
     # by converted page
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
-    read_on: set[int] = dataclasses.field(default_factory=set)  # pages a section runs on to
     # ``_text``'s
     texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)
 
@@ -7407,21 +7406,13 @@ class PaperLibrary:
                 self._evict()
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
-        """Start what a waiting read needs that no one has started: the PDF
-        of a paper read from HTML, for its images (once); the page after a section's pages when the
-        converted text ends the section later than the outline said."""
+        """Start what a waiting read needs that no one has started: the PDF of a paper read from
+        HTML, for its images (once)."""
         if state.html.parsed is not None and not state.pdf.wanted and not state.loading:
             state.pdf.wanted = True
             threading.Thread(
                 target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
             ).start()
-        pages = self._pages_needed(state, request)
-        if state.paper is not None and pages and all(page in state.pdf.pages for page in pages):
-            later = range(max(pages), state.pdf.structure.page_count + 1)
-            state.pdf.read_on.update(
-                next(([page] for page in later if page not in state.pdf.pages), [])
-            )
-            self.scheduler.add(state)
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
         """A new paper's state, and its download thread."""
@@ -7683,10 +7674,7 @@ class PaperLibrary:
 
     def _wanted_pages(self, state: _PaperState) -> set[int]:
         """The pages that the paper's waiting callers need."""
-        return set().union(
-            state.pdf.read_on,
-            *(self._pages_needed(state, request) for request in state.callers.wants),
-        )
+        return set().union(*(self._pages_needed(state, request) for request in state.callers.wants))
 
     def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
         """The pages still to convert for ``request``."""
@@ -7712,8 +7700,10 @@ class PaperLibrary:
         return {c.page for c in state.pdf.structure.captions if visual.matches(c.kind, c.number)}
 
     def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages that ``request``'s text needs: none for passages,
-        figures alone or the outline's overview; the full text's without an outline."""
+        """The pages that ``request``'s text needs: none for passages, figures alone or the
+        outline's overview; the full text's without an outline; else the pages of the sections it
+        names, from the outline's rows, and the page after them while the converted text shows
+        that a section runs on past them."""
         full, needs = set(state.pdf.full_pages(self.settings.max_pages)), request.mode.needs
         if (
             needs in (Needs.METADATA, Needs.PASSAGES)
@@ -7736,6 +7726,13 @@ class PaperLibrary:
             # where the heading after it is
             last = later.page if later is not None else state.pdf.structure.page_count
             pages.update(range(max(1, section.page), last + 1)[: self.settings.max_pages])
+        text = self._text(state, full=False) if pages <= state.pdf.pages.keys() else None
+        # a heading the converted text lacks waits for nothing: the answer says so
+        if text and not all(
+            text.is_whole(section) for section in chosen if section in text.sections
+        ):
+            later_pages = range(max(pages), state.pdf.structure.page_count + 1)
+            pages.update(next(([page] for page in later_pages if page not in state.pdf.pages), []))
         return pages
 
     def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
@@ -7795,19 +7792,10 @@ class PaperLibrary:
             text = self._text(state, full=True)
             overview = overview_of(text) if needs is Needs.OUTLINE else None
             return dataclasses.replace(visuals, text=text, overview=overview)
-        text = self._text(state, full=False)
-        overview = state.pdf.structure.skim.refined(text)
-        if needs is Needs.OUTLINE:
-            return dataclasses.replace(visuals, text=text, overview=overview)
-        chosen = _select_sections([row.section for row in overview.sections], request.sections)
-        if (
-            not isinstance(chosen, str)
-            # a heading the converted text lacks waits for nothing: the answer says so
-            and not all(text.is_whole(section) for section in chosen if section in text.sections)
-            and len(state.pdf.pages) < state.pdf.structure.page_count
-        ):
-            return None
-        return dataclasses.replace(visuals, text=text, overview=overview)
+        text = self._text(state, full=False)  # the sections' pages (``_section_pages``) or more
+        return dataclasses.replace(
+            visuals, text=text, overview=state.pdf.structure.skim.refined(text)
+        )
 
     def _html_answer(
         self, state: _PaperState, paper: Paper, html: HtmlPaper, request: ReadRequest

@@ -5543,6 +5543,31 @@ def test_a_section_is_answered_once_its_pages_are_converted(env, monkeypatch, pa
     )
 
 
+def test_a_section_that_runs_past_where_the_outline_ends_it_reads_on(env, monkeypatch, page_once):
+    # The outline says section V begins on page 6, where IV begins; V's heading is on page 8.
+    skim = am._skim
+
+    def early(*arguments):
+        overview = skim(*arguments)
+        rows = tuple(
+            dataclasses.replace(row, section=dataclasses.replace(row.section, page=6))
+            if row.section.label == "V Discussion"
+            else row
+            for row in overview.sections
+        )
+        return dataclasses.replace(overview, sections=rows)
+
+    monkeypatch.setattr(am, "_skim", early)
+    step, delivered = paced_conversion(monkeypatch, env, page_once)
+    for _ in range(3):
+        step.release()
+    corrections = call(paper="1111.2011v2", section="IV").split("\n---\n")[0]
+    assert delivered[:3] == [6, 7, 8], "the pages up to V's heading, before the answer"
+    assert "## IV Corrections at Finite N" in corrections and "## V" not in corrections
+    for _ in range(5):
+        step.release()
+
+
 def test_an_overview_mid_conversion_has_converted_sizes_for_converted_sections(
     env, monkeypatch, page_once
 ):
@@ -5608,7 +5633,7 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     scheduler = am.Scheduler(
-        am.Settings, needed=lambda state: state.pdf.read_on, done=lambda state, outcome: None
+        am.Settings, needed=lambda state: waited_for[state], done=lambda state, outcome: None
     )
     states = [
         am._PaperState(
@@ -5618,12 +5643,13 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
         )
         for n in range(1, 4)
     ]
+    waited_for = {state: set() for state in states}
     for state in states:
         scheduler.touch(state)
     jobs = [scheduler._job_for(state) for state in states]
     assert jobs[0] is None, "the oldest paper waits until it is asked again"
     assert jobs[2][0] < jobs[1][0], "the newest first"
-    states[0].pdf.read_on.add(4)  # a caller waits for page 4 of the oldest paper
+    waited_for[states[0]] = {4}  # a caller waits for page 4 of the oldest paper
     assert scheduler._job_for(states[0])[0] < jobs[2][0]
     # a caller waits for a download: no background page is begun
     scheduler.downloading = lambda: True
