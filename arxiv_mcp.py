@@ -5515,30 +5515,33 @@ def _text_summary(overview: Overview) -> str:
     return summary
 
 
+def _end_of(sections: Sequence[Section], index: int) -> int:
+    """Where the section at ``index`` of a list in reading order ends, its subsections included:
+    the index of the next of its level or higher, or the list's length."""
+    level = sections[index].level
+    return next(
+        (i for i in range(index + 1, len(sections)) if sections[i].level <= level), len(sections)
+    )
+
+
 def format_outline(
     paper: Paper,
     overview: Overview | None,
     text_error: str | None,
-    selectors: Sequence[str],
+    sections: Sequence[Section],
     max_chars: int,
 ) -> str:
-    """Every heading of the paper at every level (``section="outline"``), or of the sections that
-    ``selectors`` name and all below them (``"outline 3"``): its number, title and size, and its
+    """Every heading of the paper at every level (``section="outline"``), or of ``sections`` (of
+    the overview's rows) and all below them (``"outline 3"``): its number, title and size, and its
     first sentence while the answer stays within ``_OVERVIEW_LIMIT`` (else the top headings' alone,
-    else none); capped at ``max_chars``; an error message listing the choices when a selector names
-    no section."""
+    else none); capped at ``max_chars``."""
     if overview is None:
         return f"{ERROR} The text of arXiv:{paper.arxiv_id} is unavailable: {text_error}"
     rows = list(overview.sections)
-    if selectors:
-        chosen = _select_sections([row.section for row in rows], selectors)
-        if isinstance(chosen, str):
-            return f"{ERROR} {chosen}"
+    if sections:
+        listed = [row.section for row in rows]
         rows = [
-            row
-            for top in chosen
-            for row in rows
-            if row.section == top or top.start < row.section.start < top.end
+            row for top in map(listed.index, sections) for row in rows[top : _end_of(listed, top)]
         ]
     head = f"# Outline of arXiv:{paper.arxiv_id}: {paper.title}\n\n{_text_summary(overview)}\n\n"
     top = min((row.section.level for row in rows), default=1)
@@ -5579,11 +5582,7 @@ def _titles(sections: Sequence[Section]) -> str:
     ``"3.1 Stacks · 3.2 Attention (3.2.1 Scaled · 3.2.2 Multi-Head) · 3.3 Feed-Forward"``."""
     parts, index = [], 0
     while index < len(sections):
-        head = sections[index]
-        end = next(
-            (i for i in range(index + 1, len(sections)) if sections[i].level <= head.level),
-            len(sections),
-        )
+        head, end = sections[index], _end_of(sections, index)
         parts.append(
             head.label + (f" ({_titles(sections[index + 1 : end])})" if end > index + 1 else "")
         )
@@ -5703,6 +5702,11 @@ def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> l
     """The sections that ``selectors`` name (numbers, titles or unambiguous prefixes of either;
     ``REFERENCES`` the reference list, whatever its title), or an error message listing the
     choices."""
+    if not sections:
+        return (
+            "No section headings were found in this paper; read the text with "
+            '`section="full"`, or `find` in all of it.'
+        )
     chosen: list[Section] = []
     for wanted in (w.strip() for w in selectors):
         if not wanted:
@@ -5782,23 +5786,20 @@ def _neighbours(rows: Sequence[SectionSummary], section: Section) -> str:
 def format_sections(
     paper: Paper,
     text: PaperText,
-    selectors: Sequence[str],
+    sections: Sequence[Section],
     max_chars: int,
     overview: Overview | None = None,
 ) -> str:
-    """The named sections with their subsections, each ending with a navigation line.  They are
-    chosen from ``overview``'s rows (the text's sections without one), which name the sections
-    not converted yet too and, once ``Overview.refined`` by ``text``, are its records; an unknown
-    section gives a short error listing the valid choices, one the text lacks says so."""
+    """``sections`` (records of ``overview``'s rows, or of the text's) read from the text's records
+    of the same headings, with their subsections, each ending with a navigation line (its
+    neighbours in ``overview``'s rows, which name the sections not converted yet too); a section
+    the text lacks says so."""
     rows = overview.sections if overview else tuple(SectionSummary(s, "") for s in text.sections)
-    chosen = _select_sections([row.section for row in rows], selectors)
-    if isinstance(chosen, str):
-        return f"{ERROR} {chosen}"
-    if missing := [section.label for section in chosen if section not in text.sections]:
+    if missing := [section.label for section in sections if section not in text.sections]:
         return f'{ERROR} The converted text has no section "{missing[0]}"; read it with "full".'
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
     cited: list[str] = []
-    for section in (text.sections[text.sections.index(section)] for section in chosen):
+    for section in (text.sections[text.sections.index(section)] for section in sections):
         parts.append(f"{text.body(section)}\n\n---\n{_neighbours(rows, section)}")
         if _name_role(section.title) == REFERENCES:
             cited += [
@@ -5826,27 +5827,21 @@ def format_find(
     passages: Sequence[Passage],
     query: str,
     overview: Overview | None = None,
-    within: Sequence[str] = (),
+    within: Sequence[Section] = (),
 ) -> str:
     """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best first
     as
     ``find_across`` ranks them (the most matches, for their length, then reading order), as
-    ``_format_hits`` lists them; each names its section (``overview``'s list).  ``within`` (section
-    selectors) keeps the passages of those sections.  No match is a short answer, not an error."""
+    ``_format_hits`` lists them; each names its section (``overview``'s list).  ``within`` (of
+    ``overview``'s rows) keeps the passages of those sections.  No match is a short answer, not an
+    error."""
     sections = [row.section for row in overview.sections] if overview else []
     if not _find_terms(query):
         return f'{ERROR} `find` needs words or a "quoted phrase".'
     if within:
-        chosen = (
-            _select_sections(sections, within)
-            if sections
-            else "This paper has no section list to search in."
-        )
-        if isinstance(chosen, str):
-            return f"{ERROR} {chosen}"
-        passages = [p for p in passages if any(s.start <= p.offset < s.end for s in chosen)]
+        passages = [p for p in passages if any(s.start <= p.offset < s.end for s in within)]
     hits = find_across([Findable(paper.arxiv_id, paper.title, passages, sections)], query)[0]
-    where = f' in section "{", ".join(within)}"' if within else ""
+    where = f' in section "{", ".join(s.number or s.title for s in within)}"' if within else ""
     if not hits:
         names = _choices([s for s in sections if s.level == 1]) if sections else "none found"
         return (
@@ -6527,6 +6522,8 @@ class Reading:
         None  # why the PDF, and so the images, of a paper read from HTML cannot be had
     )
     hidden: tuple[Hidden, ...] = ()  # the passages a reader cannot see, left out of the text
+    # the sections the request names, chosen once from the overview's rows (``_chosen_sections``)
+    sections: tuple[Section, ...] = ()
 
 
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
@@ -7757,7 +7754,9 @@ class PaperLibrary:
             else self._pdf_answer(state, paper, request)
         )
         if reading is not None:
-            reading = dataclasses.replace(reading, hidden=self._hidden(state))
+            reading = dataclasses.replace(
+                reading, hidden=self._hidden(state), sections=_chosen_sections(reading, request)
+            )
         if reading is not None and reading.overview is not None and state.from_disk:
             overview = dataclasses.replace(
                 reading.overview, source=f"{reading.overview.source}, kept on disk"
@@ -7902,6 +7901,23 @@ class PaperLibrary:
 
 
 LIBRARY = PaperLibrary()
+
+
+def _chosen_sections(reading: Reading, request: ReadRequest) -> tuple[Section, ...]:
+    """The sections ``request`` names, chosen once for the answer from the overview's rows (the
+    text's sections without an overview): records equal to the text's of the same headings.  None
+    when it names none or the text is unavailable; ArxivError, listing the choices, when a name
+    matches no section."""
+    if not request.sections or reading.text_error is not None:
+        return ()
+    listed = (
+        [row.section for row in reading.overview.sections]
+        if reading.overview
+        else list(reading.text.sections if reading.text else ())
+    )
+    if isinstance(chosen := _select_sections(listed, request.sections), str):
+        raise ArxivError(chosen)
+    return tuple(chosen)
 
 
 def _deadline(settings: Settings, limiter: RateLimiter) -> float:
@@ -8097,9 +8113,11 @@ def answer_overview(call: ReadCall) -> Answer:
 
 def answer_outline(call: ReadCall) -> Answer:
     """Every heading, of the paper or of the named sections (``format_outline``)."""
-    r, sections = call.reading(), call.request.sections
+    r = call.reading()
     return Answer(
-        format_outline(r.paper, r.overview, r.text_error, sections, call.library.settings.max_chars)
+        format_outline(
+            r.paper, r.overview, r.text_error, r.sections, call.library.settings.max_chars
+        )
     )
 
 
@@ -8117,9 +8135,7 @@ def answer_find(call: ReadCall) -> Answer:
     r = call.reading()
     if r.text_error:
         return _text_unavailable(r)
-    return Answer(
-        format_find(r.paper, r.passages, call.request.words, r.overview, call.request.sections)
-    )
+    return Answer(format_find(r.paper, r.passages, call.request.words, r.overview, r.sections))
 
 
 def answer_hidden(call: ReadCall) -> Answer:
@@ -8147,7 +8163,7 @@ def answer_sections(call: ReadCall) -> Answer:
     text = ""
     if sections and reading.text is not None:
         text = format_sections(
-            reading.paper, reading.text, sections, settings.max_chars, reading.overview
+            reading.paper, reading.text, reading.sections, settings.max_chars, reading.overview
         )
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)

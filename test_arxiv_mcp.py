@@ -1729,12 +1729,13 @@ def test_section_selector_never_raises(section):
     # the overview, the full text, a figure
     if request.mode is not am.READ_MODES["sections"] or not request.sections:
         return
-    answer = am.format_sections(paper, text, request.sections, 50_000)
-    if answer.startswith(am.ERROR):  # a short answer that names the choices
-        assert len(answer) < 500 and (
-            'Valid choices: "1" Intro, "2" Methods;' in answer or "No section named" in answer
-        ), answer
+    chosen = am._select_sections(text.sections, request.sections)
+    if isinstance(chosen, str):  # a short answer that names the choices
+        assert len(chosen) < 500 and (
+            'Valid choices: "1" Intro, "2" Methods;' in chosen or "No section named" in chosen
+        ), chosen
     else:
+        answer = am.format_sections(paper, text, chosen, 50_000)
         assert answer.startswith(f"# {paper.title}") and answer.count("\nNavigation: ") in (1, 2)
         assert ("## 1 Intro\nx" in answer) + ("## 2 Methods\ny" in answer) == answer.count(
             "\nNavigation: "
@@ -2737,6 +2738,18 @@ def test_a_letter_without_headings_has_no_sections(convert_once):
     )
 
 
+def test_a_section_of_a_paper_without_headings_says_there_are_none(env):
+    env.pdfs["1111.2011v2"] = corpus_file("pdf", "1111.4508v2.pdf").read_bytes()
+    for answer in (
+        call(paper="1111.2011v2", section="2"),
+        call(paper="1111.2011v2", section="2", find="Drude weight"),
+    ):
+        assert answer == (
+            "**Error:** No section headings were found in this paper; read the text with "
+            '`section="full"`, or `find` in all of it.'
+        )
+
+
 def test_front_matter_is_not_a_section(convert_once):
     _, text = labels(
         "1111.2011v2.pdf",
@@ -3027,6 +3040,21 @@ def test_the_transformers_overview_lists_its_subsections_and_outline_lists_every
         and '"3" Model' in unknown
     )
     assert [path for path in paths(env) if path.startswith("/pdf")] == []
+
+
+def test_the_outline_of_a_section_takes_the_rows_below_it_whatever_text_placed_them():
+    # Mid-conversion the overview mixes the converted text's records (2, placed in the Markdown)
+    # and the outline's estimates (2.1 and 3, placed in the raw text layer): offsets of two texts.
+    rows = (
+        am.SectionSummary(am.Section("1", "Intro", 1, page=1, start=0, end=900), "", True),
+        am.SectionSummary(am.Section("2", "Model", 1, page=2, start=40, end=5_000), ""),
+        am.SectionSummary(am.Section("2.1", "Data", 2, page=2, start=1_200, end=2_000), "", True),
+        am.SectionSummary(am.Section("3", "Results", 1, page=3, start=2_000, end=4_000), "", True),
+    )
+    overview = am.Overview(4, 2, 9_000, rows, ())
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    outline = am.format_outline(paper, overview, None, [rows[1].section], 50_000)
+    assert re.findall(r"\*\*([0-9.]+) ", outline) == ["2", "2.1"]
 
 
 def test_the_outline_of_a_pdf_lists_headings_past_the_page_cap_without_converting(
@@ -5106,11 +5134,9 @@ def test_the_choices_of_an_unknown_section_stay_within_a_budget():
         f"## {n} A section title about topic number {n}\n\nText.\n\n" for n in range(1, 81)
     )
     text = am.PaperText(markdown, tuple(am.find_sections(markdown)), 60, 30)
-    answer = am.format_sections(
-        am.parse_feed(ATOM_1111).papers[0], text, ["Quantum gravity"], 50_000
-    )
+    answer = am._select_sections(text.sections, ["Quantum gravity"])
     assert answer.startswith(
-        '**Error:** Section "Quantum gravity" matches no section. Valid choices: "1" A section'
+        'Section "Quantum gravity" matches no section. Valid choices: "1" A section'
     )
     assert re.search(r", … and [0-9]+ more; subsections by number", answer) and len(answer) < 1_300
     shown = re.findall(r'"([0-9]+)" A section', answer)
@@ -5128,12 +5154,12 @@ def test_a_section_the_overview_lists_and_the_text_lacks_says_so():
         overview, sections=(*overview.sections, am.SectionSummary(results, "", estimated=True))
     )
     paper = am.parse_feed(ATOM_1111).papers[0]
-    answer = am.format_sections(paper, text, ["3"], 50_000, listed)
+    answer = am.format_sections(paper, text, am._select_sections([results], ["3"]), 50_000, listed)
     assert (
         answer == '**Error:** The converted text has no section "3 Results"; read it with "full".'
     )
     # The sections it holds are read from its records, with the overview's rows as neighbours.
-    methods = am.format_sections(paper, text, ["2"], 50_000, listed)
+    methods = am.format_sections(paper, text, [text.sections[1]], 50_000, listed)
     assert "## 2 Methods\n\nHow.\n\n---\n" in methods and methods.endswith(
         'Navigation: previous "1 Intro" (18 chars) · next "3 Results" (≈1,200 chars) · '
         "the overview: omit section"
