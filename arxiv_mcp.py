@@ -3850,9 +3850,10 @@ class PaperText:
         if self.complete:
             return True
         index = self.sections.index(section)  # its record here: its page is this text's
-        later = next((s for s in self.sections[index + 1 :] if s.level <= section.level), None)
-        return later is not None and not any(
-            page in self.missing for page in range(self.sections[index].page, later.page + 1)
+        end = _end_of(self.sections, index)
+        return end < len(self.sections) and not any(
+            page in self.missing
+            for page in range(self.sections[index].page, self.sections[end].page + 1)
         )
 
     @property
@@ -5769,18 +5770,13 @@ def _neighbours(rows: Sequence[SectionSummary], section: Section) -> str:
     def named(where: str, row: SectionSummary) -> str:
         return f'{where} "{row.section.label}" ({_chars(row.section.chars, row.estimated)})'
 
-    index = next((i for i, row in enumerate(rows) if row.section == section), None)
-    parts = []
-    if index is not None and index > 0:
-        parts.append(named("previous", rows[index - 1]))
-    if index is not None:
-        following = next(
-            (row for row in rows[index + 1 :] if row.section.level <= section.level), None
-        )
-        if following is not None:
-            parts.append(named("next", following))
-    parts.append("the overview: omit section")
-    return "Navigation: " + " · ".join(parts)
+    listed = [row.section for row in rows]
+    index = listed.index(section)
+    end = _end_of(listed, index)
+    parts = [named("previous", rows[index - 1])] if index else []
+    if end < len(rows):
+        parts.append(named("next", rows[end]))
+    return "Navigation: " + " · ".join([*parts, "the overview: omit section"])
 
 
 def format_sections(
@@ -6611,11 +6607,10 @@ class _HtmlState:
 
 @dataclass(eq=False)
 class _Callers:
-    """The callers waiting on a paper: what they asked for, how many they are, and the listeners
-    that hear the read's steps.  The library writes it (``read``)."""
+    """The callers waiting on a paper: what they asked for (one count a caller; empty when none
+    waits), and the listeners that hear the read's steps.  The library writes it (``read``)."""
 
     wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
-    count: int = 0
     listeners: list[Progress] = dataclasses.field(default_factory=list)
 
 
@@ -7383,7 +7378,6 @@ class PaperLibrary:
             self._states.move_to_end(key)
             self._refresh(state)
             self.scheduler.touch(state)
-            state.callers.count += 1
             state.callers.wants[request] += 1  # the scheduler converts what it needs first
             if state.pdf.data is not None:
                 self.scheduler.add(state)
@@ -7397,7 +7391,6 @@ class PaperLibrary:
                 return reading
             finally:
                 state.callers.wants -= Counter({request: 1})
-                state.callers.count -= 1
                 if on_progress is not None:
                     state.callers.listeners.remove(on_progress)
                 self._evict()
@@ -7437,7 +7430,7 @@ class PaperLibrary:
     def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background
         work."""
-        return lambda: waited_for if state.callers.count else URGENT_BACKGROUND
+        return lambda: waited_for if state.callers.wants else URGENT_BACKGROUND
 
     def _tell(
         self, state: _PaperState, message: str, done: float = 0, total: float | None = None
@@ -7662,7 +7655,7 @@ class PaperLibrary:
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading."""
         return any(
-            state.callers.count
+            state.callers.wants
             and state.pdf.wanted
             and state.pdf.data is None
             and state.pdf.error is None
@@ -7718,10 +7711,9 @@ class PaperLibrary:
             return set()  # the answer is the error that lists the outline's sections
         pages: set[int] = set()
         for section in chosen:
-            index = outline.index(section)
-            later = next((s for s in outline[index + 1 :] if s.level <= section.level), None)
+            end = _end_of(outline, outline.index(section))
             # where the heading after it is
-            last = later.page if later is not None else state.pdf.structure.page_count
+            last = outline[end].page if end < len(outline) else state.pdf.structure.page_count
             pages.update(range(max(1, section.page), last + 1)[: self.settings.max_pages])
         text = self._text(state, full=False) if pages <= state.pdf.pages.keys() else None
         # a heading the converted text lacks waits for nothing: the answer says so
@@ -7869,15 +7861,14 @@ class PaperLibrary:
                 "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
                 transient=True,
             )
-        note = (
-            f"the conversion was still running at the {self.settings.deadline:g} s deadline "
-            "(ARXIV_DEADLINE); "
-            "it goes on in the background: call again in a few seconds to read the text."
-        )
         return Reading(
-            state.paper,
-            None,
-            note,
+            paper=state.paper,
+            text=None,
+            text_error=(
+                f"the conversion was still running at the {self.settings.deadline:g} s deadline "
+                "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds to "
+                "read the text."
+            ),
             transient=True,
             overview=state.pdf.structure.skim,
             hidden=self._hidden(state),
@@ -7889,7 +7880,7 @@ class PaperLibrary:
         idle = [
             state
             for state in self._states.values()
-            if not state.loading and not state.callers.count
+            if not state.loading and not state.callers.wants
         ]
         while idle and (
             len(self._states) > self.settings.cache_papers
