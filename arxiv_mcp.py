@@ -1653,7 +1653,9 @@ class Passage:
     """A paragraph of the PDF's raw text layer (a text block), cleaned for reading and finding."""
 
     page: int  # from 1
-    offset: int  # where it starts in the raw text of the whole paper (``_skim``'s text)
+    offset: (
+        int  # where it starts in the raw text of the whole paper (``_estimated_overview``'s text)
+    )
     text: str
 
 
@@ -2731,7 +2733,7 @@ class Overview:
     estimated: bool = False  # measured on the raw text layer, before the conversion
     source: str = _PDF_SOURCE
 
-    def refined(self, text: "PaperText") -> "Overview":
+    def measured(self, text: "PaperText") -> "Overview":
         """This overview with the converted sizes of the sections whose text ``text``
         holds whole (``PaperText.is_whole``); the others stay estimates."""
         whole = {section: section for section in text.sections if text.is_whole(section)}
@@ -3562,13 +3564,13 @@ def _equation_pages(page_texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
 @dataclass(frozen=True)
 class Structure:
     """A PDF's structure: its page count and outline, and from its raw text layer the overview's
-    section list with estimated sizes (``skim``, None without a usable outline), the passages
+    section list with estimated sizes (``overview``, None without a usable outline), the passages
     ``find`` searches, the figure and table captions, the pages where each equation number stands,
     and the hidden passages (``_hidden_spans``)."""
 
     page_count: int
     outline: Outline = ()
-    skim: Overview | None = None
+    overview: Overview | None = None
     passages: tuple[Passage, ...] = ()
     captions: tuple[Caption, ...] = ()
     # number → pages
@@ -3627,7 +3629,9 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
     return Structure(
         page_count,
         outline,
-        _part_or_empty("the skim", lambda: _skim(texts, outline, page_count), None),
+        _part_or_empty(
+            "the estimated overview", lambda: _estimated_overview(texts, outline, page_count), None
+        ),
         _part_or_empty("the passages", lambda: _passages(blocks), ()),
         _part_or_empty("the captions", lambda: _captions(blocks), ()),
         _part_or_empty("the equation pages", lambda: _equation_pages(texts), {}),
@@ -3720,7 +3724,9 @@ def _stamp_date(date: str) -> str:
     return ""
 
 
-def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overview | None:
+def _estimated_overview(
+    page_texts: Sequence[str], outline: Outline, page_count: int
+) -> Overview | None:
     """The overview of a paper from its outline placed in the raw text of its pages, or None
     when the outline has too few entries (then only the converted text can tell the sections)."""
     if len(outline) < _MIN_OUTLINE_ENTRIES:
@@ -3738,7 +3744,7 @@ def _skim(page_texts: Sequence[str], outline: Outline, page_count: int) -> Overv
     )
 
 
-def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
+def pdf_overview(data: bytes, max_pages: int | None = None) -> Overview | None:
     """The overview of a PDF from its structure and raw text layer, in milliseconds
     (``read_structure``).
 
@@ -3749,7 +3755,10 @@ def skim_pdf(data: bytes, max_pages: int | None = None) -> Overview | None:
     order can differ).  Raises ArxivError for PDFs that cannot be opened.
     """
     with _opened(data) as doc:
-        return read_structure(doc, max_pages).skim
+        return read_structure(doc, max_pages).overview
+
+
+skim_pdf = pdf_overview  # its name in vendored copies
 
 
 @dataclass(frozen=True)
@@ -3867,8 +3876,10 @@ class PaperText:
 
 
 def overview_of(text: PaperText) -> Overview:
-    """The Overview of a converted paper, from its Markdown."""
-    return _overview(text.markdown, text.sections, text.page_count, text.pages_converted)
+    """The Overview of a paper's text (converted from its PDF, or arXiv's HTML)."""
+    return _overview(
+        text.markdown, text.sections, text.page_count, text.pages_converted, source=text.source
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -5916,7 +5927,7 @@ def _findable(arxiv_id: str, title: str, text: "HtmlPaper | Structure") -> Finda
     sections = (
         text.text.sections
         if isinstance(text, HtmlPaper)
-        else [row.section for row in (text.skim.sections if text.skim else ())]
+        else [row.section for row in (text.overview.sections if text.overview else ())]
     )
     return Findable(arxiv_id, title or text.front.title, text.passages, sections)
 
@@ -6429,8 +6440,9 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
 # text is never read again (the kept downloads still are).  pymupdf's own version is part of the key
 # too.
 # 2: the structure pass and the parsed HTML keep the front matter; 3: and the hidden passages; 4:
-# the parsed HTML keeps where its figures, tables and equations stand
-_TEXT_FORMAT = 4
+# the parsed HTML keeps where its figures, tables and equations stand; 5: a structure's estimated
+# overview is its ``overview``
+_TEXT_FORMAT = 5
 
 
 def _record(value: Any) -> bytes:
@@ -7525,7 +7537,7 @@ class PaperLibrary:
                     with self.scheduler.changed:
                         state.html.error = failure
                 return
-        overview = _overview(html.text.markdown, html.text.sections, 0, 0, source=_HTML_SOURCE)
+        overview = overview_of(html.text)
         with self.scheduler.changed:
             state.html.parsed, state.html.overview, state.from_disk = html, overview, from_disk
             self.scheduler.changed.notify_all()
@@ -7701,11 +7713,11 @@ class PaperLibrary:
             and not request.sections
         ):
             return set()
-        if needs is Needs.TEXT or state.pdf.structure.skim is None:
+        if needs is Needs.TEXT or state.pdf.structure.overview is None:
             return full
         if needs is Needs.OUTLINE:
             return set()
-        outline = [row.section for row in state.pdf.structure.skim.sections]
+        outline = [row.section for row in state.pdf.structure.overview.sections]
         chosen = _select_sections(outline, request.sections)
         if isinstance(chosen, str):
             return set()  # the answer is the error that lists the outline's sections
@@ -7775,17 +7787,19 @@ class PaperLibrary:
         needs = request.mode.needs
         if needs in (Needs.METADATA, Needs.PASSAGES):  # the raw text, with the outline's sections
             return dataclasses.replace(
-                visuals, overview=state.pdf.structure.skim, passages=state.pdf.structure.passages
+                visuals,
+                overview=state.pdf.structure.overview,
+                passages=state.pdf.structure.passages,
             )
         if needs is Needs.SECTIONS and not request.sections:  # figures, tables and equations alone
-            return dataclasses.replace(visuals, overview=state.pdf.structure.skim)
-        if needs is Needs.TEXT or state.pdf.structure.skim is None:
+            return dataclasses.replace(visuals, overview=state.pdf.structure.overview)
+        if needs is Needs.TEXT or state.pdf.structure.overview is None:
             text = self._text(state, full=True)
             overview = overview_of(text) if needs is Needs.OUTLINE else None
             return dataclasses.replace(visuals, text=text, overview=overview)
         text = self._text(state, full=False)  # the sections' pages (``_section_pages``) or more
         return dataclasses.replace(
-            visuals, text=text, overview=state.pdf.structure.skim.refined(text)
+            visuals, text=text, overview=state.pdf.structure.overview.measured(text)
         )
 
     def _html_answer(
@@ -7852,7 +7866,7 @@ class PaperLibrary:
         return text
 
     def _late(self, state: _PaperState) -> Reading:
-        """What a call past its deadline gets: the metadata with a note, and the skim's overview."""
+        """What a call past its deadline gets: the metadata with a note, the estimated overview."""
         if state.metadata.error is not None:
             raise state.metadata.error
         if state.paper is None:
@@ -7870,7 +7884,7 @@ class PaperLibrary:
                 "read the text."
             ),
             transient=True,
-            overview=state.pdf.structure.skim,
+            overview=state.pdf.structure.overview,
             hidden=self._hidden(state),
         )
 

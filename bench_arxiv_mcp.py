@@ -210,7 +210,7 @@ def structure(data: bytes, max_pages: int) -> str:
     with pymupdf.open(stream=data, filetype="pdf") as doc:
         if len(am._bookmark_outline(doc)) >= am._MIN_OUTLINE_ENTRIES:
             return "bookmarks"
-    return "fonts" if am.skim_pdf(data, max_pages) is not None else "none"
+    return "fonts" if am.pdf_overview(data, max_pages) is not None else "none"
 
 
 def compare_modes(pdfs: dict[str, bytes], max_pages: int) -> None:
@@ -581,13 +581,13 @@ def check(pdfs: dict[str, bytes]) -> int:
     findings, costs = 0, {"figure or table": [], "equation": []}
     for arxiv_id, data in pdfs.items():
         seconds, pdf = timed(am.pdf_to_markdown, data, max_pages=am._MAX_STRUCTURE_PAGES)
-        skim = am.skim_pdf(data)
+        estimated = am.pdf_overview(data)
         with am._PDF_LOCK, am._open_pdf(data) as doc:
             captions = am._captions([am._page_blocks(page)[0] for page in doc])
         shown = "\n".join(
             [
                 pdf.markdown,
-                *(row.sentence for row in (skim.sections if skim else ())),
+                *(row.sentence for row in (estimated.sections if estimated else ())),
                 *(caption.text for caption in captions),
             ]
         )
@@ -776,7 +776,7 @@ def routing_overviews(pdfs: dict[str, bytes]) -> dict[str, Routing]:
     for arxiv_id, data in pdfs.items():
         with am._opened(data) as doc:
             structure = am.read_structure(doc)
-        overview = structure.skim or am.overview_of(
+        overview = structure.overview or am.overview_of(
             am.PaperText.from_pdf(  # as the server reads it: its first pages
                 am.pdf_to_markdown(data, max_pages=am.SETTINGS.max_pages)
             )
@@ -785,9 +785,7 @@ def routing_overviews(pdfs: dict[str, bytes]) -> dict[str, Routing]:
         found[arxiv_id] = (paper, overview, structure.captions, structure.passages)
     for path in sorted(HTML_DIR.glob("*.html")):
         html = am.parse_html(path.read_bytes())
-        overview = am._overview(
-            html.text.markdown, html.text.sections, 0, 0, source=am._HTML_SOURCE
-        )
+        overview = am.overview_of(html.text)
         found[f"{path.stem} (HTML)"] = (
             dataclasses.replace(am.own_paper(path.stem, html.front, ""), provenance=""),
             overview,

@@ -2406,17 +2406,17 @@ def test_sections_from_an_outline_without_numbers_take_the_printed_numbers(conve
 def test_a_heading_is_one_record_in_the_overview_and_in_the_text(convert_once):
     # The overview places the outline in the raw text layer, the text in the converted Markdown:
     # other spans, here another order of the back matter, and still one record per heading.
-    skim = am.skim_pdf((DATA / "0908.0054v1.pdf").read_bytes())
+    estimated = am.pdf_overview((DATA / "0908.0054v1.pdf").read_bytes())
     _, text = labels("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB", convert_once)
-    rows = [row.section for row in skim.sections]
+    rows = [row.section for row in estimated.sections]
     assert [s.label for s in rows][-2:] == ["Acknowledgements", "References"]
     assert [s.label for s in text.sections][-2:] == ["References", "Acknowledgements"]
     assert rows[0] == text.sections[0] and rows[0].start != text.sections[0].start
     assert sorted(rows, key=text.sections.index) == list(text.sections)
     # Refined by the converted text, the overview's rows are the text's own records.
-    refined = skim.refined(text).sections
-    assert all(not row.estimated for row in refined)
-    assert all(any(row.section is placed for placed in text.sections) for row in refined)
+    measured = estimated.measured(text).sections
+    assert all(not row.estimated for row in measured)
+    assert all(any(row.section is placed for placed in text.sections) for row in measured)
 
 
 def test_sections_without_outline(convert_once):
@@ -2510,9 +2510,9 @@ def test_a_label_in_a_figure_that_repeats_a_section_title_is_not_its_heading():
         ]
     )
     data = doc.tobytes()
-    skim = {row.section.label: row.section for row in am.skim_pdf(data).sections}
+    estimated = {row.section.label: row.section for row in am.pdf_overview(data).sections}
     text = am.PaperText.from_pdf(am.pdf_to_markdown(data))
-    assert {"2.1 Scaled Dot-Product Attention", "2.2 Multi-Head Attention"} <= set(skim)
+    assert {"2.1 Scaled Dot-Product Attention", "2.2 Multi-Head Attention"} <= set(estimated)
     for (
         section
     ) in text.sections:  # each starts at its own heading, in the raw and the converted text
@@ -2521,8 +2521,8 @@ def test_a_label_in_a_figure_that_repeats_a_section_title_is_not_its_heading():
             assert (
                 "It divides" in body or "several attention" in body
             ) and "Figure 1" not in body, body
-            assert abs(skim[section.label].chars - section.chars) < 0.2 * section.chars, (
-                skim,
+            assert abs(estimated[section.label].chars - section.chars) < 0.2 * section.chars, (
+                estimated,
                 section,
             )
 
@@ -2921,12 +2921,10 @@ def test_a_line_of_titles_nests_each_sections_subsections():
 
 def test_tableformers_overviews_list_its_subsections(html_papers):
     html = html_papers("2203.00274")
-    overviews = {
-        "HTML": am._overview(html.text.markdown, html.text.sections, 0, 0, source=am._HTML_SOURCE)
-    }
+    overviews = {"HTML": am.overview_of(html.text)}
     data = corpus_file("pdf", "2203.00274v2.pdf").read_bytes()
     with am._opened(data) as doc:
-        overviews["PDF"] = am.read_structure(doc).skim
+        overviews["PDF"] = am.read_structure(doc).overview
     for source, overview in overviews.items():
         text = am.format_overview(am.own_paper("2203.00274v2", html.front, ""), overview)
         # rows, or titles in their parent's
@@ -3674,9 +3672,9 @@ def test_an_image_answer_through_the_server_has_text_and_image_blocks(env):
 
 def test_outline_with_appendices_and_unbookmarked_back_matter():
     path = corpus_file("pdf", "2308.08155v2.pdf")
-    skim = am.skim_pdf(path.read_bytes())
+    estimated = am.pdf_overview(path.read_bytes())
     # past page 30: the outline covers every page
-    assert [(row.section.level, row.section.label) for row in skim.sections] == [
+    assert [(row.section.level, row.section.label) for row in estimated.sections] == [
         (1, "1 Introduction"),
         (1, "2 The AutoGen Framework"),
         (2, "2.1 Conversable Agents"),
@@ -3693,21 +3691,21 @@ def test_outline_with_appendices_and_unbookmarked_back_matter():
         (1, "D Application Details"),
         (1, "E Example outputs from applications"),
     ]
-    assert ("https://github.com/microsoft/autogen", "the front matter") in skim.links
+    assert ("https://github.com/microsoft/autogen", "the front matter") in estimated.links
 
 
 @pytest.mark.parametrize("name", corpus_pdfs(), ids=lambda name: name.removesuffix(".pdf"))
 def test_outline_overviews_of_the_corpus_stay_within_budget(name):
     data = corpus_file("pdf", name).read_bytes()
-    skim = am.skim_pdf(data)
+    estimated = am.pdf_overview(data)
     # no usable outline: its overview comes from the conversion (see the benchmark)
-    if skim is None:
+    if estimated is None:
         assert len(am.pdf_outline(data)) < am._MIN_OUTLINE_ENTRIES
         return
     paper = am.parse_feed(ATOM_1111).papers[0]
-    overview = am.format_overview(paper, skim)
+    overview = am.format_overview(paper, estimated)
     assert len(overview) <= am._OVERVIEW_LIMIT
-    labels = [row.section.label for row in skim.sections]
+    labels = [row.section.label for row in estimated.sections]
     assert labels and all(am._looks_like_heading(label) for label in labels)
     assert len(labels) == len(set(labels)), "no section is listed twice"
 
@@ -4699,13 +4697,15 @@ def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
 def raw_reference_list(pdf_path):
     """The raw text of a paper's reference list, as its outline places it (no conversion)."""
     data = pdf_path.read_bytes()
-    skim = am.skim_pdf(data)
+    estimated = am.pdf_overview(data)
     import pymupdf
 
     with pymupdf.open(stream=data) as doc:
         raw = "".join("".join(am._page_blocks(page)[0]) for page in doc)
     [references] = [
-        row.section for row in skim.sections if am._name_role(row.section.title) == "references"
+        row.section
+        for row in estimated.sections
+        if am._name_role(row.section.title) == "references"
     ]
     return raw[references.start : references.end]
 
@@ -4787,8 +4787,8 @@ def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_
 
 def test_a_shrunk_overview_keeps_the_reference_lists_count():
     # 28 sections: subsections fold, sentences shorten
-    skim = am.skim_pdf(pdf_path("2206.10883v3").read_bytes())
-    overview = am.format_overview(am.parse_feed(ATOM_1111).papers[0], skim)
+    estimated = am.pdf_overview(pdf_path("2206.10883v3").read_bytes())
+    overview = am.format_overview(am.parse_feed(ATOM_1111).papers[0], estimated)
     assert len(overview) <= am._OVERVIEW_LIMIT and "  - **" not in overview
     assert re.search(r"^- \*\*1 Introduction\*\* .*tokens\): \w.{20,}", overview, re.M), (
         "the sentences stay"
@@ -5571,10 +5571,10 @@ def test_a_section_is_answered_once_its_pages_are_converted(env, monkeypatch, pa
 
 def test_a_section_that_runs_past_where_the_outline_ends_it_reads_on(env, monkeypatch, page_once):
     # The outline says section V begins on page 6, where IV begins; V's heading is on page 8.
-    skim = am._skim
+    estimated = am._estimated_overview
 
     def early(*arguments):
-        overview = skim(*arguments)
+        overview = estimated(*arguments)
         rows = tuple(
             dataclasses.replace(row, section=dataclasses.replace(row.section, page=6))
             if row.section.label == "V Discussion"
@@ -5583,7 +5583,7 @@ def test_a_section_that_runs_past_where_the_outline_ends_it_reads_on(env, monkey
         )
         return dataclasses.replace(overview, sections=rows)
 
-    monkeypatch.setattr(am, "_skim", early)
+    monkeypatch.setattr(am, "_estimated_overview", early)
     step, delivered = paced_conversion(monkeypatch, env, page_once)
     for _ in range(3):
         step.release()
@@ -5781,34 +5781,34 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
         ),
     ],
 )
-def test_the_skim_overview_lists_the_sections_a_read_finds(pdf, title, convert_once):
+def test_the_estimated_overview_lists_the_sections_a_read_finds(pdf, title, convert_once):
     data = (DATA / pdf).read_bytes()
-    skim = am.skim_pdf(data)
+    estimated = am.pdf_overview(data)
     text = am.PaperText.from_pdf(
         convert_once(data, max_pages=30, outline=am.pdf_outline(data)), title
     )
     # The same sections; a reference list without a heading may sit elsewhere in the two reading
     # orders.
-    assert sorted((r.section.label, r.section.level) for r in skim.sections) == sorted(
+    assert sorted((r.section.label, r.section.level) for r in estimated.sections) == sorted(
         (s.label, s.level) for s in text.sections
     )
-    numbered = [r.section.label for r in skim.sections if r.section.number]
+    numbered = [r.section.label for r in estimated.sections if r.section.number]
     assert numbered == [s.label for s in text.sections if s.label in numbered]
     # Sizes from the raw text layer are estimates: measured on the corpus, the paper's whole is
     # within 20 % (0.83 to 1.08 on all 17 corpus papers with an outline) and a typical section
     # within 25 % (median ratio).
-    assert skim.estimated and all(row.estimated for row in skim.sections)
+    assert estimated.estimated and all(row.estimated for row in estimated.sections)
     exact = {s.label: s.chars for s in text.sections}
-    ratios = [row.section.chars / exact[row.section.label] for row in skim.sections]
+    ratios = [row.section.chars / exact[row.section.label] for row in estimated.sections]
     assert 0.75 <= statistics.median(ratios) <= 1.25, ratios
-    top = [row.section for row in skim.sections if row.section.level == 1]
+    top = [row.section for row in estimated.sections if row.section.level == 1]
     assert 0.8 <= sum(s.chars for s in top) / sum(exact[s.label] for s in top) <= 1.2
 
 
 def test_without_outline_or_headings_the_overview_waits_for_the_text():
     data = (DATA / "cond-mat_0406362v1.pdf").read_bytes()  # a two-page letter: one heading
     assert len(am.pdf_outline(data)) < 3
-    assert am.skim_pdf(data) is None
+    assert am.pdf_overview(data) is None
 
 
 def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_once):
