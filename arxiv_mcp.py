@@ -7501,20 +7501,11 @@ class PaperLibrary:
                 if remembered:  # a "no HTML" answer of the last day
                     raise ArxivError(f"arXiv has no HTML for {version}.")
                 if html is None:
-                    if page_on_disk is None:
-                        self._tell(state, "Downloading arXiv's HTML")
-                        with self.scheduler.request_turn(
-                            self._urgency(state, URGENT_PDF), url=self.settings.html_url
-                        ):
-                            # With no patience for a throttle: the PDF is read instead.
-                            page = fetch_html(
-                                version,
-                                settings=self.settings,
-                                limiter=self.limiter,
-                                patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE,
-                            )
-                    else:
-                        page = page_on_disk.decode("utf-8", errors="replace")
+                    page = (
+                        self._download_html(state, version)
+                        if page_on_disk is None
+                        else page_on_disk.decode("utf-8", errors="replace")
+                    )
                     html = parse_html(page, version)
                     if cache is not None:
                         cache.put("text", text_key, _record(html))
@@ -7541,6 +7532,20 @@ class PaperLibrary:
         with self.scheduler.changed:
             state.html.parsed, state.html.overview, state.from_disk = html, overview, from_disk
             self.scheduler.changed.notify_all()
+
+    def _download_html(self, state: _PaperState, version: str) -> str:
+        """arXiv's HTML page of ``version``, in its turn; with the source "auto", with no patience
+        for a throttle: the PDF is read instead."""
+        self._tell(state, "Downloading arXiv's HTML")
+        with self.scheduler.request_turn(
+            self._urgency(state, URGENT_PDF), url=self.settings.html_url
+        ):
+            return fetch_html(
+                version,
+                settings=self.settings,
+                limiter=self.limiter,
+                patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE,
+            )
 
     def _fetch_pdf(self, state: _PaperState) -> None:
         """Download the paper's PDF and schedule its structure pass and pages."""
@@ -7911,8 +7916,8 @@ LIBRARY = PaperLibrary()
 def _chosen_sections(reading: Reading, request: ReadRequest) -> tuple[Section, ...]:
     """The sections ``request`` names, chosen once for the answer from the overview's rows (the
     text's sections without an overview): records equal to the text's of the same headings.  None
-    when it names none or the text is unavailable; ArxivError, listing the choices, when a name
-    matches no section."""
+    at all when it names none or the text is unavailable; ArxivError, listing the choices, when a
+    name matches no section."""
     if not request.sections or reading.text_error is not None:
         return ()
     listed = (
