@@ -2480,27 +2480,22 @@ def test_a_label_in_a_figure_that_repeats_a_section_title_is_not_its_heading():
         page.insert_text((72, y), text, fontsize=size, fontname="hebo" if bold else "helv")
         y += size + 6
 
-    line("A Synthetic Paper on Attention", 16, True)
-    for heading, sentence in [
-        ("1 Introduction", "Attention maps a query and key-value pairs to an output."),
-        ("2 Model", "The model stacks attention layers, drawn in Figure 1."),
-    ]:
-        line(heading, 12, True)
+    def section(heading, sentence, size):
+        line(heading, size, True)
         for _ in range(4):
             line(sentence)
+
+    line("A Synthetic Paper on Attention", 16, True)
+    section("1 Introduction", "Attention maps a query and key-value pairs to an output.", 12)
+    section("2 Model", "The model stacks attention layers, drawn in Figure 1.", 12)
     top = y + 10
     for left, label in [(72, "Scaled Dot-Product Attention"), (310, "Multi-Head Attention")]:
         page.draw_rect(pymupdf.Rect(left, top, left + 230, top + 120), color=(0, 0, 0))
         page.insert_text((left + 20, top + 60), label, fontsize=9, fontname="helv")
     y = top + 140
     line("Figure 1: The attention blocks.", 9)
-    for heading, sentence in [
-        ("2.1 Scaled Dot-Product Attention", "It divides the scores by a square root."),
-        ("2.2 Multi-Head Attention", "It runs several attention functions at once."),
-    ]:
-        line(heading, 11, True)
-        for _ in range(4):
-            line(sentence)
+    section("2.1 Scaled Dot-Product Attention", "It divides the scores by a square root.", 11)
+    section("2.2 Multi-Head Attention", "It runs several attention functions at once.", 11)
     doc.set_toc(
         [
             [1, "1 Introduction", 1],
