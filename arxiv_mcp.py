@@ -7588,7 +7588,7 @@ class PaperLibrary:
     def _fetch_metadata(self, state: _PaperState) -> None:
         """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is
         the paper's error; a failure that may pass leaves the paper to be read with metadata kept on
-        disk past its time, marked, or with the paper's own (``_own_paper``)."""
+        disk past its time, marked, or with the paper's own (``_PaperState.paper``)."""
         try:
             with _one_fetch(self.cache, "meta", state.arxiv_id, self.settings.deadline):
                 on_disk = (
