@@ -3747,6 +3747,15 @@ def html_page(name: str) -> str:
     return corpus_file(f"{name}.html", folder="html").read_text(encoding="utf-8")
 
 
+def html_and_pdfs_served(pdfs):
+    """A loopback arXiv with 2203.00274v2's real HTML page and ``pdfs`` (id → bytes): the server,
+    its base URL and the paths asked of it, in order."""
+    page = html_page("2203.00274").encode()
+    answer, asked = corpus_answer(pdfs, {"2203.00274v2": page}), []
+    server = serve(lambda path, query: asked.append(path) or answer(path, query))
+    return server, f"http://127.0.0.1:{server.server_address[1]}", asked
+
+
 @pytest.fixture(scope="session")
 def html_papers():
     """Each shared HTML page parsed once: name → HtmlPaper."""
@@ -4387,10 +4396,7 @@ def test_a_request_to_one_host_never_waits_behind_another_hosts():
 def test_reading_html_through_the_loopback_server_never_imports_pymupdf(tmp_path):
     """A server process that has read only HTML papers has not loaded pymupdf (nor its layout
     model)."""
-    page, pdf = html_page("2203.00274").encode(), PDF_2203.read_bytes()
-    answer, asked = corpus_answer({"2203.00274v2": pdf}, {"2203.00274v2": page}), []
-    server = serve(lambda path, query: asked.append(path) or answer(path, query))
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server, base, asked = html_and_pdfs_served({"2203.00274v2": PDF_2203.read_bytes()})
     code = (
         "import sys, arxiv_mcp as am\nread = lambda **kw: am.arxiv_tool(paper='2203.00274v2', "
         "**kw)\nassert \"from arXiv's HTML\" in read() and '$$' in read(section='2') and 'Full "
@@ -5387,13 +5393,9 @@ def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, mon
 def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     """The second process reads the same two papers (one with HTML, one without) with no request at
     all."""
-    page, pdf = html_page("2203.00274").encode(), PDF_2203.read_bytes()
-    answer, asked = (
-        corpus_answer({"2203.00274v2": pdf, "1111.2011v2": PDF_1111}, {"2203.00274v2": page}),
-        [],
+    server, base, asked = html_and_pdfs_served(
+        {"2203.00274v2": PDF_2203.read_bytes(), "1111.2011v2": PDF_1111}
     )
-    server = serve(lambda path, query: asked.append(path) or answer(path, query))
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     code = (
         "import sys, arxiv_mcp as am\n"
         "am.LIBRARY = am.PaperLibrary.of_the_machine(am.SETTINGS)  # as main() has it\n"
