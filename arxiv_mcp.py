@@ -1653,9 +1653,8 @@ class Passage:
     """A paragraph of the PDF's raw text layer (a text block), cleaned for reading and finding."""
 
     page: int  # from 1
-    offset: (
-        int  # where it starts in the raw text of the whole paper (``_estimated_overview``'s text)
-    )
+    # where it starts in the raw text of the whole paper (``_estimated_overview``'s text)
+    offset: int
     text: str
 
 
@@ -6574,9 +6573,8 @@ class _PdfState:
     texts made of them, or why it failed.  The library writes it; the scheduler's jobs read it."""
 
     data: bytes | None = None
-    error: ArxivError | None = (
-        None  # the PDF failed: its text, or a paper read from HTML its images
-    )
+    # the PDF failed: its text, or for a paper read from HTML its images
+    error: ArxivError | None = None
     wanted: bool = False  # it is downloaded, or to be
     disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
