@@ -1987,13 +1987,26 @@ def _name_role(title: str) -> str | None:
     return m.lastgroup if m else None
 
 
+_TEX_MATH = re.compile(r"(\$+[^$]+\$+)")  # TeX math as arXiv's HTML gives it: $…$ or $$…$$
+
+
+def _outside_math(text: str, change: Callable[[str], str]) -> str:
+    """``text`` with ``change`` made to what is not TeX math (``$…$``, which stays as written)."""
+    parts = _TEX_MATH.split(text)
+    return "".join(part if index % 2 else change(part) for index, part in enumerate(parts))
+
+
 def _strip_markup(markdown_line: str) -> str:
-    """A Markdown line's text without heading marks, emphasis and <sup> markup."""
+    """A Markdown line's text without heading marks, emphasis and <sup> markup; TeX math as it is
+    (``$\\beta_{1}$``)."""
     text = re.sub(r"^#+\s*", "", markdown_line.strip())
     text = re.sub(r"<sup>.*?</sup>", "", text)
-    text = text.replace("**", "").replace("__", "")
-    text = re.sub(r"(?<!\w)_(?=\S)|(?<=\S)_(?!\w)", "", text)
-    return " ".join(text.split())
+
+    def plain(part: str) -> str:
+        part = part.replace("**", "").replace("__", "")
+        return re.sub(r"(?<!\w)_(?=\S)|(?<=\S)_(?!\w)", "", part)
+
+    return " ".join(_outside_math(text, plain).split())
 
 
 # placing an outline compares every entry with every candidate line
@@ -2174,6 +2187,15 @@ _PICTURE_START, _PICTURE_END = "<!-- Start of picture text -->", "<!-- End of pi
 _NOT_PROSE = ("|", ">", "!", "<", "```")
 
 
+_RAISED_WITHIN = re.compile(r"<sup>([^<]*)</sup>(?=[\s*_]*\w)")
+
+
+def _line_text(markdown_line: str) -> str:
+    """What a Markdown line says as a heading (``_strip_markup``): a superscript that words follow
+    is the heading's ("The<sup>12</sup> C nucleus"); one at its end, a footnote's mark."""
+    return _strip_markup(_RAISED_WITHIN.sub(r"\1", markdown_line))
+
+
 def _candidate_lines(markdown: str) -> list[_Line]:
     """Lines that could be headings: outside picture text and tables, and not running page
     headers."""
@@ -2185,7 +2207,7 @@ def _candidate_lines(markdown: str) -> list[_Line]:
         elif _PICTURE_END in stripped:
             in_picture = False
         elif not in_picture and stripped and not stripped.startswith(_NOT_PROSE):
-            plain = _strip_markup(stripped)
+            plain = _line_text(stripped)
             marked = stripped.startswith("#") or bool(
                 re.fullmatch(r"\*\*[^*]+\*\*(\s*_?[^*]{0,12}_?\s*\*\*[^*]+\*\*)*", stripped)
             )
@@ -2240,7 +2262,13 @@ def _heading_line(
             if i in used:
                 continue
             candidates = [lines[i].text]
-            if i + 1 < len(lines) and len(lines[i].text) < _SHORT_LINE:
+            # the line right after it, not the next candidate past a paragraph ("4", a page's
+            # number, and a heading further down that page)
+            if (
+                i + 1 < len(lines)
+                and len(lines[i].text) < _SHORT_LINE
+                and lines[i + 1].offset - lines[i].offset <= 2 * _SHORT_LINE
+            ):
                 candidates.append(f"{lines[i].text} {lines[i + 1].text}")
             if heading := next(
                 (
@@ -2667,6 +2695,10 @@ def _bookmark_outline(doc: "pymupdf.Document") -> Outline:
         for level, raw, page, *_ in doc.get_toc()
         if (title := _collapse_space(raw)) and _name_role(title) != "front"
     ]
+    # A bookmark to a page before an earlier bookmark's starts no section: an excerpt's bookmarks
+    # to the pages it left out point to its first page.
+    furthest = itertools.accumulate((page for _, _, page in entries), max)
+    entries = [entry for entry, page in zip(entries, furthest) if entry[2] == page]
     if not entries:
         return ()
     top = min(level for level, _, _ in entries)
@@ -2781,7 +2813,14 @@ _NAMED_CONTENT = 5
 
 
 def _shortened(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + "…"
+    """``text`` cut at a word boundary past ``limit`` characters, never inside TeX math."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    closed = [m.end() for m in _TEX_MATH.finditer(cut)]
+    if (opened := cut.find("$", closed[-1] if closed else 0)) >= 0:
+        cut = cut[:opened].rstrip()
+    return cut + "…"
 
 
 def _announces(sentence: str) -> bool:
@@ -2816,7 +2855,9 @@ def _first_sentence(text: str, labels: Sequence[str]) -> str:
         )
         and not _BARE_NUMBER.fullmatch(line)
     )
-    plain = re.sub(r"\s+([,.;:])", r"\1", plain.replace(_HIDDEN_MARK, ""))
+    plain = _outside_math(
+        plain.replace(_HIDDEN_MARK, ""), lambda part: re.sub(r"\s+([,.;:])", r"\1", part)
+    )
     sentences = [m[0] for m in itertools.islice(_SENTENCE.finditer(plain), 3)] or [plain]
     return _shortened(
         next((s for s in sentences if not _announces(s)), sentences[0]), _SENTENCE_CHARS
@@ -3439,20 +3480,40 @@ def _repaired(
         regions.extend(group)
         for i in members:
             replacement[i] = _equation_line(group, approximate) if i == members[0] else ""
-    parts, position = [], 0
+    parts, position = {}, 0
     for i, ((start, end), box) in enumerate(zip(ranges, found)):
         if start < position:  # overlapping ranges: the earlier box has the text
             continue
-        parts.append(markdown[position:start])
-        parts.append(
+        parts[i] = markdown[position:start] + (
             f"\n\n{replacement[i]}\n\n"
             if i in replacement
             else _clean_box(box.text, box.bbox, glyphs)
         )
         position = end
-    parts.append(markdown[position:])
-    text = re.sub(r"\n{3,}", "\n\n", _spelt("".join(parts).replace(_UNKNOWN_GLYPH, "")))
+    layer = [block[:4] for block in pdf_page.get_text("blocks") if block[6] == 0]
+    text = "\n\n".join(parts[i] for i in _in_layer_order(found, layer) if i in parts)
+    text += markdown[position:]
+    text = re.sub(r"\n{3,}", "\n\n", _spelt(text.replace(_UNKNOWN_GLYPH, "")))
     return PageMarkdown(text, tuple(regions))
+
+
+def _in_layer_order(boxes: Sequence[_Box], layer: Sequence[Sequence[float]]) -> list[int]:
+    """The indices of a page's layout ``boxes`` (in the converter's reading order) in the order of
+    its text layer's blocks (their bboxes, in content-stream order): each box at the block it
+    shares most area with, boxes at one block in the converter's order, and a box that shares none
+    (a picture) right after the box before it.  The layout mode can read a column down through a
+    reference list beneath it, or swap columns; the text layer keeps the order TeX wrote them in."""
+
+    def shared(a: Sequence[float], b: Sequence[float]) -> float:
+        return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(
+            0.0, min(a[3], b[3]) - max(a[1], b[1])
+        )
+
+    keys: list[tuple[int, int]] = []
+    for i, box in enumerate(boxes):
+        area, block = max(((shared(box.bbox, b), -n) for n, b in enumerate(layer)), default=(0, 0))
+        keys.append((-block, i) if area > 0 else ((keys[-1][0] if keys else -1), i))
+    return [i for _, i in sorted(keys)]
 
 
 def _page_markdown(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
@@ -3831,7 +3892,9 @@ class PaperText:
             line_end = markdown.find("\n", section.start)
             line_end = len(markdown) if line_end < 0 else line_end
             heading = f"{'#' * min(6, section.level + 1)} {section.label}"
-            if _match_key(section.title) not in _match_key(markdown[section.start : line_end]):
+            if _match_key(section.title) not in _match_key(
+                _line_text(markdown[section.start : line_end])
+            ):
                 line_end, heading = section.start, heading + "\n\n"
             parts += [markdown[position : section.start], heading]
             length += section.start - position
@@ -5098,13 +5161,7 @@ def bibtex_key(paper: Paper) -> str:
 
 def _bibtex_text(text: str) -> str:
     """``text`` for a BibTeX field: TeX math (``$...$``) as it is, ``& % # _`` escaped elsewhere."""
-    parts = re.split(r"(\$[^$]*\$)", text)
-    return "".join(
-        part
-        if part.startswith("$") and part.endswith("$") and len(part) > 1
-        else _BIBTEX_SPECIAL.sub(r"\\\1", part)
-        for part in parts
-    )
+    return _outside_math(text, lambda part: _BIBTEX_SPECIAL.sub(r"\\\1", part))
 
 
 def format_bibtex(paper: Paper) -> str:
@@ -5181,9 +5238,13 @@ def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
             runs[-1] = (runs[-1][0], right)
         else:
             runs.append((left, right))
+    # The text's own bold runs, between its "**" marks: a match inside one or across a mark stays as
+    # it is, since marks of its own would break the run.
+    marks = [m.start() for m in re.finditer(r"\*\*", text)]
     out, position = [], start
     for left, right in runs:
-        if left < position or right > end:
+        opened = bisect.bisect(marks, left)
+        if left < position or right > end or opened % 2 or opened != bisect.bisect(marks, right):
             continue
         out += [text[position:left], f"**{text[left:right]}**"]
         position = right
@@ -6440,8 +6501,9 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
 # too.
 # 2: the structure pass and the parsed HTML keep the front matter; 3: and the hidden passages; 4:
 # the parsed HTML keeps where its figures, tables and equations stand; 5: a structure's estimated
-# overview is its ``overview``
-_TEXT_FORMAT = 5
+# overview is its ``overview``; 6: a page's boxes in its text layer's order, bookmarks to earlier
+# pages left out of the outline
+_TEXT_FORMAT = 6
 
 
 def _record(value: Any) -> bytes:

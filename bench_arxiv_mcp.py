@@ -3,6 +3,7 @@
     uv run bench_arxiv_mcp.py [PDF_DIR] [--runs 3] [--interval 0] [--latency 0] [--papers ID ...]
     uv run bench_arxiv_mcp.py --agent      # an agent's session, against a plain conversion
     uv run bench_arxiv_mcp.py --check      # every corpus page: no converter debris
+    uv run bench_arxiv_mcp.py --integrity  # each section holds its own text, all of it
     uv run bench_arxiv_mcp.py --html       # ../shared/html against the PDFs; memory
     uv run bench_arxiv_mcp.py --session    # search, read 3 papers at arXiv's pace, restart
     uv run bench_arxiv_mcp.py --session --throttled  # the same, the API throttled
@@ -28,6 +29,7 @@ import dataclasses
 import datetime
 import email.utils
 import functools
+import html.parser
 import http.server
 import itertools
 import os
@@ -38,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import unittest.mock
 import urllib.parse
 import zoneinfo
@@ -156,6 +159,301 @@ def debris(text: str) -> dict[str, list[str]]:
         for rule, pattern in DEBRIS.items()
         if pattern.search(text)
     }
+
+
+# ---------------------------------------------------------------------------
+# Integrity: each section holds its own text, all of it and only it, checked against the paper
+# ---------------------------------------------------------------------------
+
+# A sentence to look for: this many words at least (a shorter piece is a label or a formula's).
+MIN_SENTENCE_WORDS = 6
+# The share of a sentence's runs of three words that a text must have to hold it.
+MIN_SHARED = 0.75
+# Letters among a sentence's other characters below this: a formula or a table row, not prose.
+MIN_PROSE = 0.7
+# Points: a block whose characters are mostly set this close to the paper's body size is body text;
+# captions, footnotes, running heads, headings and most tables are set in other sizes.
+BODY_SIZE_SLACK = 0.6
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
+MARKUP = re.compile(r"<[^>\n]*>")
+LATIN_END = 0x250  # the Latin letters end where Unicode's IPA extensions begin
+FORMULA = re.compile(r"\$+[^$]+\$+")  # TeX math as the text of arXiv's HTML writes it
+
+
+def words(text: str) -> list[str]:
+    """What two readings of one text share however they mark it up, hyphenate or space it: its
+    words of four letters or more, lower case, accents dropped (a formula's short symbols left
+    out)."""
+    # Latin letters with their accents; a math letter (𝑡, α) parts words, which the text layer
+    # often runs into the word beside it ("𝑡¯𝑡production")
+    latin = "".join(ch if ord(ch) < LATIN_END else " " for ch in MARKUP.sub(" ", text))
+    plain = unicodedata.normalize("NFKD", latin).lower()
+    return re.findall(r"[a-z]{4,}", re.sub(r"[^a-z]+", " ", plain))
+
+
+def trigrams(text: str) -> dict[tuple[str, str, str], list[int]]:
+    """Each run of three words in ``text`` (``words``), with where it stands (by word)."""
+    found: dict[tuple[str, str, str], list[int]] = {}
+    listed = words(text)
+    for at in range(len(listed) - 2):
+        found.setdefault((listed[at], listed[at + 1], listed[at + 2]), []).append(at)
+    return found
+
+
+@dataclasses.dataclass
+class Integrity:
+    """What the check found in one paper (or several, added up): the body sentences it looked for,
+    those in their own section's text, and each one elsewhere: in another section's text
+    (``displaced``: the sentence, its section, where it is), in none (``missing``), or in its own
+    but before a sentence that comes ahead of it there (``disordered``)."""
+
+    sentences: int = 0
+    present: int = 0
+    displaced: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    missing: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    disordered: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def __add__(self, other: "Integrity") -> "Integrity":
+        return Integrity(
+            self.sentences + other.sentences,
+            self.present + other.present,
+            self.displaced + other.displaced,
+            self.missing + other.missing,
+            self.disordered + other.disordered,
+        )
+
+    @property
+    def share_present(self) -> float:
+        return self.present / self.sentences if self.sentences else 1.0
+
+
+def own_texts(text: str, sections: list[am.Section]) -> dict[am.Section, str]:
+    """Each section's own text in ``text``: from its heading to the next heading of any level (its
+    subsections hold theirs)."""
+    starts = sorted(sections, key=lambda section: section.start)
+    ends = [later.start for later in starts[1:]] + [len(text)]
+    return {section: text[section.start : end] for section, end in zip(starts, ends)}
+
+
+def located(sentences: list[tuple[am.Section, str]], texts: dict[am.Section, str]) -> Integrity:
+    """Where each (section, sentence) is found in ``texts``, the sections' own texts by their
+    records: in its own section, in order; in another; or in none.  A sentence is in a text when
+    ``MIN_SHARED`` of its runs of three words are: formulas, which two readings write differently,
+    break the others."""
+    runs = {section: trigrams(text) for section, text in texts.items()}
+
+    def place(sentence: list[str], where: dict[tuple[str, str, str], list[int]]) -> list[int]:
+        wanted = [tuple(sentence[at : at + 3]) for at in range(len(sentence) - 2)]
+        shared = [where[run] for run in wanted if run in where]
+        return shared[0] if len(shared) >= MIN_SHARED * len(wanted) else []
+
+    found = Integrity()
+    last: dict[am.Section, int] = {}
+    for section, sentence in sentences:
+        found.sentences += 1
+        if at := place(words(sentence), runs.get(section, {})):
+            found.present += 1
+            # text repeats (a reference list's venues): the first place at or after the last
+            later = [position for position in at if position >= last.get(section, 0)]
+            if not later:
+                found.disordered.append((sentence, section.label))
+            last[section] = (later or at)[0]
+        elif other := next((s for s, where in runs.items() if place(words(sentence), where)), None):
+            found.displaced.append((sentence, section.label, other.label))
+        else:
+            found.missing.append((sentence, section.label))
+    return found
+
+
+def body_blocks(data: bytes) -> list[list[tuple[str, bool]]]:
+    """The PDF's text layer read on its own (PyMuPDF's blocks, in content-stream order): each page's
+    blocks, each with whether it is body text, set mostly in the paper's most common size (not a
+    caption, footnote, heading or running head, nor most tables)."""
+    import pymupdf
+
+    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+    pages: list[list[tuple[str, Counter]]] = []
+    with am._opened(data) as doc, am._PDF_LOCK:
+        for page in doc:
+            blocks = []
+            for block in page.get_text("dict", flags=flags)["blocks"]:
+                lines = block.get("lines", ())
+                text = "".join("".join(s["text"] for s in line["spans"]) + "\n" for line in lines)
+                sizes: Counter = Counter()
+                for line in lines:
+                    for span in line["spans"]:
+                        sizes[round(span["size"] * 2) / 2] += len(span["text"].strip())
+                if text.strip():
+                    blocks.append((am._spelt(text).replace("\ufffd", ""), sizes))
+            pages.append(blocks)
+    body = sum((sizes for blocks in pages for _, sizes in blocks), Counter())
+    size = body.most_common(1)[0][0] if body else 0.0
+    return [
+        [
+            (
+                text,
+                2 * sum(n for s, n in sizes.items() if abs(s - size) <= BODY_SIZE_SLACK)
+                > sum(sizes.values()),
+            )
+            for text, sizes in blocks
+        ]
+        for blocks in pages
+    ]
+
+
+def sentences_of(block: str, at: int) -> list[tuple[int, str]]:
+    """The sentences of a body block that starts at offset ``at`` of its text, with their offsets:
+    pieces of prose with ``MIN_SENTENCE_WORDS`` words or more (a block's first and last may be
+    parts of sentences that go on in the blocks beside it)."""
+    found, start = [], 0
+    for end in [m.start() for m in SENTENCE_END.finditer(block)] + [len(block)]:
+        piece = block[start:end]
+        visible = [ch for ch in piece if not ch.isspace()]
+        if len(words(piece)) >= MIN_SENTENCE_WORDS and sum(
+            ch.isalpha() for ch in visible
+        ) >= MIN_PROSE * len(visible):
+            found.append((at + start, " ".join(piece.replace("-\n", "").split())))
+        start = end
+    return found
+
+
+def pdf_integrity(data: bytes, pdf: am.PdfText) -> Integrity:
+    """Whether each section of a converted PDF (``pdf``) holds its own text, all of it and only it:
+    each body sentence of the raw text layer of its converted pages (``body_blocks``) belongs to
+    the section that the converted text's sections, placed in that layer, say holds it, and is
+    looked for in that section's converted text (``located``).  Text before the first section (the
+    front matter) is not looked for."""
+    with am._opened(data) as doc:
+        title = am.read_structure(doc).front.title  # as the server reads it: with the paper's title
+    text = am.PaperText.from_pdf(pdf, title)
+    raw, page_starts, lines, body = "", [], [], []
+    for blocks in body_blocks(data)[: len(pdf.pages)]:
+        page_starts.append(len(raw))
+        for block, is_body in blocks:
+            offset = len(raw)
+            for line in block.splitlines(keepends=True):
+                if line.strip():
+                    lines.append(am._Line(offset, " ".join(line.split()), True))
+                offset += len(line)
+            if is_body:
+                body.append((len(raw), block))
+            raw += block
+    # the text's own sections alone (placing adds the back matter it finds in a text)
+    placed = [
+        section
+        for section in am._place_outline(tuple(text.sections), am._Text(raw, lines, page_starts))
+        if section in text.sections
+    ]
+    sentences = [
+        (section, sentence)
+        for at, block in body
+        for offset, sentence in sentences_of(block, at)
+        if (section := am._section_at(placed, offset)) is not None
+    ]
+    return located(sentences, own_texts(text.markdown, list(text.sections)))
+
+
+# Inside these LaTeXML elements text is no paragraph's own: math (the text writes its LaTeX),
+# footnotes (written where the text puts them), floats and their captions, display equations.
+HTML_SET_APART = re.compile(
+    r"\bltx_(?:note|figure|table|float|caption|equation|equationgroup|tag)\b"
+)
+
+
+RUN_IN = re.compile(r"\bltx_(?:sub)?paragraph\b")  # a run-in heading, in its section's text
+
+
+class LatexmlParagraphs(html.parser.HTMLParser):
+    """The paragraphs (``<p class="ltx_p">``) of a LaTeXML article, read on their own: each with the
+    heading of the innermost ``<section>`` around it, text set apart (``HTML_SET_APART``, math)
+    left out."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[tuple[str, bool]] = []  # each open element, and whether it sets text apart
+        self.sections: list[list[str]] = []  # the open sections' headings, as they are read
+        self.heading: list[str] | None = None  # the heading being read
+        self.paragraph: list[str] | None = None
+        self.paragraphs: list[tuple[str, str]] = []  # (heading, paragraph)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "img", "hr", "input", "meta", "link"):
+            return
+        classes = dict(attrs).get("class") or ""
+        apart = tag == "math" or bool(HTML_SET_APART.search(classes))
+        parent = self.open[-1][0] if self.open else ""
+        self.open.append((tag, apart))
+        if tag == "section" and RUN_IN.search(classes):  # its text is its parent section's
+            self.sections.append(self.sections[-1] if self.sections else [])
+            self.open[-1] = ("run-in", apart)
+        elif tag == "section":
+            self.sections.append([])
+        elif parent == "section" and "ltx_title" in classes and tag[0] == "h":
+            self.heading = self.sections[-1]
+        elif tag == "p" and "ltx_p" in classes and self.paragraph is None:
+            self.paragraph = []
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.open:
+            name, _ = self.open.pop()
+            if name in ("section", "run-in") and self.sections:
+                self.sections.pop()
+            elif name[0] == "h" and self.heading is not None and name != "html":
+                self.heading = None
+            elif (
+                name == "p"
+                and self.paragraph is not None
+                and not any(n == "p" for n, _ in self.open)
+            ):
+                if self.sections:
+                    self.paragraphs.append(("".join(self.sections[-1]), "".join(self.paragraph)))
+                self.paragraph = None
+            if name == tag or name == "run-in" and tag == "section":
+                return
+
+    def handle_data(self, data: str) -> None:
+        if self.heading is not None and not any(name == "math" for name, _ in self.open):
+            self.heading.append(data)  # with its number (an ltx_tag)
+        elif self.paragraph is not None and not any(apart for _, apart in self.open):
+            self.paragraph.append(data)
+
+
+def html_integrity(page: bytes) -> Integrity:
+    """Whether each section of arXiv's HTML, as ``parse_html`` writes it, holds its own text: every
+    paragraph of the LaTeXML article (``LatexmlParagraphs``; math left out of both) in the text of
+    the section whose heading is the one around it."""
+    text = am.parse_html(page).text
+    reader = LatexmlParagraphs()
+    reader.feed(page.decode("utf-8", "replace"))
+    by_heading = {am._match_key(section.label): section for section in text.sections}
+    texts = {
+        section: FORMULA.sub(" ", own)
+        for section, own in own_texts(text.markdown, list(text.sections)).items()
+    }
+    return located(
+        [
+            (
+                by_heading.get(key)
+                or am.Section(number="", title=" ".join(heading.split()), level=1),
+                paragraph,
+            )
+            for heading, paragraph in reader.paragraphs
+            # a section's heading, "Appendix C" as the text numbers it "C"; none: the front matter
+            if (key := am._match_key(re.sub(r"^\s*appendix\s+", "", heading, flags=re.I)))
+            and len(words(paragraph)) >= MIN_SENTENCE_WORDS
+        ],
+        texts,
+    )
+
+
+def preview_formulas(text: am.PaperText) -> tuple[int, list[tuple[str, str]]]:
+    """The formulas (``$…$``) in the overview's previews of ``text`` (each row's first sentence),
+    and those not in their section's text as written: (formula, section)."""
+    rows = am.overview_of(text).sections
+    shown = [(m[0], row.section) for row in rows for m in FORMULA.finditer(row.sentence)]
+    return len(shown), [
+        (formula, section.label) for formula, section in shown if formula not in text.body(section)
+    ]
 
 
 def corpus_answer(pdfs: dict[str, bytes], htmls: dict[str, bytes] | None = None) -> Answer:
@@ -616,6 +914,51 @@ def check(pdfs: dict[str, bytes]) -> int:
             f"{sum(image.mime_type == 'image/jpeg' for image in images)} JPEG"
         )
     return findings
+
+
+def report_integrity(pdfs: dict[str, bytes]) -> int:
+    """Issue 49: whether each section holds its own text, all of it and only it, on every page of
+    every paper (``pdf_integrity``), every shared HTML page (``html_integrity``) and the formulas
+    of their previews (``preview_formulas``).  Prints a row a paper and the totals; returns the
+    number of sentences in another section and of formulas lost."""
+    print(
+        "| paper | sentences | in their section | in another | in none | out of order | seconds |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    totals, lost, shown = Integrity(), 0, 0
+    readings = [
+        (arxiv_id, *timed(am.pdf_to_markdown, data, max_pages=am._MAX_STRUCTURE_PAGES), data)
+        for arxiv_id, data in pdfs.items()
+    ]
+    papers = [
+        (arxiv_id, seconds, pdf_integrity(data, pdf), am.PaperText.from_pdf(pdf))
+        for arxiv_id, seconds, pdf, data in readings
+    ]
+    papers += [
+        (
+            f"{path.stem} (HTML)",
+            0.0,
+            html_integrity(path.read_bytes()),
+            am.parse_html(path.read_bytes()).text,
+        )
+        for path in sorted(HTML_DIR.glob("*.html"))
+    ]
+    for name, seconds, found, text in papers:
+        totals += found
+        count, missing = preview_formulas(text)
+        shown, lost = shown + count, lost + len(missing)
+        for sentence, section, where in found.displaced:
+            print(f"  {name}: {section} → {where}: {sentence[:80]}", file=sys.stderr)
+        print(
+            f"| {name} | {found.sentences} | {found.present} | {len(found.displaced)} | "
+            f"{len(found.missing)} | {len(found.disordered)} | {seconds:.1f} |"
+        )
+    print(
+        f"\n{totals.sentences} sentences and paragraphs, {totals.share_present:.1%} in their "
+        f"section, {len(totals.displaced)} in another; {shown} formulas in previews, {lost} not "
+        "in their section as written"
+    )
+    return len(totals.displaced) + lost
 
 
 HTML_DIR = HERE.parent / "shared" / "html"
@@ -1446,6 +1789,12 @@ def main() -> None:
         help="only convert every page and check the text for converter debris (issue 12)",
     )
     parser.add_argument(
+        "--integrity",
+        action="store_true",
+        help="only convert every page and check that each section holds its own text, against the "
+        "PDF's text layer and the HTML's paragraphs (issue 49)",
+    )
+    parser.add_argument(
         "--compare-modes",
         action="store_true",
         help="only compare, on papers without PDF bookmarks, pymupdf4llm's layout and legacy modes "
@@ -1524,6 +1873,8 @@ def main() -> None:
         return
     if args.check:
         sys.exit(1 if check(pdfs) else 0)
+    if args.integrity:
+        sys.exit(1 if report_integrity(pdfs) else 0)
     reports = {  # each mode, by its flag: a report of its own, on the stand-in it makes
         "html": lambda: report_html(
             pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem}

@@ -40,9 +40,13 @@ from hypothesis import strategies as st
 import arxiv_mcp as am
 from bench_arxiv_mcp import (
     ATOM_ENTRY,
+    Integrity,
     announcement,
     corpus_answer,
     debris,
+    html_integrity,
+    pdf_integrity,
+    preview_formulas,
     routing_overviews,
     routing_rows,
     serve,
@@ -2386,8 +2390,8 @@ def test_sections_roman_numbered_with_outline(convert_once):
         (1, "III Critical point in N limit"),
         (1, "IV Corrections at Finite N"),
         (1, "V Discussion"),
+        (1, "Acknowledgments"),  # printed in the right column, above the list's second half
         (1, "References"),
-        (1, "Acknowledgments"),
     ]
 
 
@@ -2398,19 +2402,19 @@ def test_sections_from_an_outline_without_numbers_take_the_printed_numbers(conve
         (1, "II Ultra light Bosons as Dark Matter"),
         (1, "III Testing with the CMB"),
         (1, "IV Conclusions"),
+        (1, "Acknowledgements"),  # in the text layer's order, as printed
         (1, "References"),
-        (1, "Acknowledgements"),
     ]
 
 
 def test_a_heading_is_one_record_in_the_overview_and_in_the_text(convert_once):
     # The overview places the outline in the raw text layer, the text in the converted Markdown:
-    # other spans, here another order of the back matter, and still one record per heading.
+    # other spans, and still one record per heading.
     estimated = am.pdf_overview((DATA / "0908.0054v1.pdf").read_bytes())
     _, text = labels("0908.0054v1.pdf", "Ultra light bosonic dark matter and CMB", convert_once)
     rows = [row.section for row in estimated.sections]
     assert [s.label for s in rows][-2:] == ["Acknowledgements", "References"]
-    assert [s.label for s in text.sections][-2:] == ["References", "Acknowledgements"]
+    assert [s.label for s in text.sections][-2:] == ["Acknowledgements", "References"]
     assert rows[0] == text.sections[0] and rows[0].start != text.sections[0].start
     assert sorted(rows, key=text.sections.index) == list(text.sections)
     # Refined by the converted text, the overview's rows are the text's own records.
@@ -2674,6 +2678,21 @@ def test_unnumbered_body_names_after_numbered_sections_are_not_sections():
     ]
 
 
+@pytest.mark.parametrize(
+    "name, last",
+    [
+        # pages 1-4 of 9: the bookmarks of 5 Experiments, 6 Conclusion and References go to p. 1
+        ("2206.01062v1-pg1-4.pdf", (1, "4 Annotation Campaign", 3)),
+        # pages 1-6 and 22: those of pp. 7-21 go to p. 1; p. 22's is p. 7
+        ("2310.07875v1-pg1-6_22.pdf", (3, "Unknown Language Example", 7)),
+    ],
+)
+def test_a_bookmark_to_a_page_before_an_earlier_ones_starts_no_section(name, last):
+    outline = entries(am.pdf_outline(corpus_file("pdf", name).read_bytes()))
+    assert outline[-1] == last
+    assert [page for _, _, page in outline] == sorted(page for _, _, page in outline)
+
+
 def test_bookmarks_are_placed_on_their_own_page():
     pages = [
         "Contents\n\n1 Introduction\n\n2 Methods\n\n3 Results\n\n",  # a table of contents
@@ -2702,6 +2721,28 @@ def test_bookmarks_are_placed_on_their_own_page():
         ("1 Introduction", 0),
         ("2 Methods", len(pages[0])),
     ]
+
+
+def test_a_section_starts_at_its_heading_not_at_the_top_of_its_page():
+    """Measured on 2305.14962v1 and 2301.05883v2: the page's number ("10", "4") was joined to a
+    heading further down the page, and the section started at the page's top, with the rest of the
+    section before it; a superscript inside a heading ("The<sup>12</sup> C") hid it."""
+    paragraph = "The end of the conclusions, which goes on at length. " * 8
+    pages = [
+        "## 6 Conclusions\n\nWe believe it served its purpose.\n\n",
+        f"10 \n\n{paragraph}\n\n## **Acknowledgements** \n\nWe thank all.\n\n",
+        f"4 \n\n{paragraph}\n\n# **3.1. The**<sup>12</sup> **C nucleus** \n\nThe angular part.\n\n",
+    ]
+    outline = outline_of(
+        (1, "6 Conclusions", 1), (1, "Acknowledgements", 2), (2, "The 12C nucleus", 3)
+    )
+    text = am.PaperText.from_pdf(am.PdfText(tuple(pages), 3, outline))
+    conclusions, thanks, nucleus = text.sections
+    assert paragraph.strip() in text.body(conclusions)
+    assert text.markdown[thanks.start :].startswith("## Acknowledgements\n\nWe thank all.")
+    # its printed number, and its heading line rewritten (not kept beside a new one)
+    assert nucleus.label == "3.1 The 12C nucleus"
+    assert text.body(nucleus) == "### 3.1 The 12C nucleus\n\nThe angular part."
 
 
 def test_subsections_are_qualified_in_outline_order():
@@ -3139,6 +3180,35 @@ def test_a_long_first_sentence_is_cut_at_a_word_near_150_characters():
     assert 130 <= len(sentence) <= 151 and sentence.endswith("Transformers…")
 
 
+def test_a_preview_keeps_each_formula_as_its_section_writes_it():
+    """Measured on arXiv's HTML: 21 of 45 formulas in previews lost their subscripts (``$\\beta{1}``
+    for ``$\\beta_{1}``)."""
+    text = (
+        "## 3 Training\n"
+        "We train with Adam , $\\beta_{1}=0.9$ , $W_{r}^{*}$ and $x \\, , y$ at a __rate__ of "
+        "$10^{-3}$ .\n"
+    )
+    sentence = am._first_sentence(text, ["3 Training"])
+    formulas = re.findall(r"\$[^$]+\$", sentence)
+    assert formulas == ["$\\beta_{1}=0.9$", "$W_{r}^{*}$", "$x \\, , y$", "$10^{-3}$"]
+    assert (
+        sentence.startswith("We train with Adam, $") and "rate" in sentence and "__" not in sentence
+    )
+    # cut short, a preview ends before a formula it would break
+    long = "## 1 Model\n" + "word " * 27 + "$\\alpha_{1} + \\beta_{2} + \\gamma_{3}$ end."
+    cut = am._first_sentence(long, ["1 Model"])
+    assert cut == "word " * 26 + "word…"
+
+
+def test_the_previews_of_the_shared_pages_keep_their_formulas():
+    shown = 0
+    for path in sorted(corpus_file(folder="html").glob("*.html")):
+        count, lost = preview_formulas(am.parse_html(path.read_bytes()).text)
+        assert lost == [], path.name
+        shown += count
+    assert shown >= 20  # 21 on these pages
+
+
 def test_affiliation_footnotes_are_no_headings():
     labels = [
         section.label
@@ -3545,6 +3615,28 @@ def test_the_converters_markup_is_repaired_box_by_box():
     assert am._clean_box("a \ufffd b \ufffd", (0, 0, 1, 1), glyphs) == "a ⟨ b "
 
 
+def test_a_pages_boxes_follow_its_text_layer_where_the_layout_reads_across_a_reference_list():
+    """The layout's order on p. 8 of 1111.2011v2: the left column, then the reference list under
+    both columns, then the right column's rest of the Discussion; the text layer has the Discussion
+    whole, then the list."""
+    discussion = am._Box("text", (53, 193, 300, 456), "We have presented …")
+    references = am._Box("list-item", (57, 499, 243, 510), "- 1 D. C. Johnston")
+    picture = am._Box("picture", (400, 700, 450, 720), "")  # no text: after the box before it
+    rest = am._Box("text", (317, 55, 563, 88), "volves integrals …")
+    layer = [(54, 194, 299, 456), (317, 55, 562, 95), (54, 497, 299, 687)]
+    assert am._in_layer_order([discussion, references, picture, rest], layer) == [0, 3, 1, 2]
+
+
+def test_the_discussion_of_1111_2011_is_whole_before_its_references(page_once):
+    with am._opened(corpus_file("pdf", "1111.2011v2.pdf").read_bytes()) as doc, am._PDF_LOCK:
+        page = page_once(doc, 8).markdown
+    order = [
+        page.index(words)
+        for words in ("V. DISCUSSION", "volves integrals", "ACKNOWLEDGMENTS", "D. C. Johnston")
+    ]
+    assert order == sorted(order)
+
+
 def test_formula_boxes_join_into_equations_by_their_rows_and_numbers():
     """Measured on 2301.05883v2: the rows of its multi-line equations are separate formula boxes,
     19-25 pt apart, the later ones starting with an operator; one number per equation."""
@@ -3703,6 +3795,42 @@ def test_outline_overviews_of_the_corpus_stay_within_budget(name):
     labels = [row.section.label for row in estimated.sections]
     assert labels and all(am._looks_like_heading(label) for label in labels)
     assert len(labels) == len(set(labels)), "no section is listed twice"
+
+
+# The corpus papers that other tests convert (their first 30 pages, the server's default): checking
+# them costs no conversion of its own. `bench_arxiv_mcp.py --integrity` checks all 22.
+CONVERTED_BY_OTHER_TESTS = (
+    "0908.0054v1",
+    "1111.2011v2",
+    "1111.4508v2",
+    "1503.07589v1",
+    "2203.00274v2",
+    "2305.03393v1-pg9",
+    "cond-mat_0208282v2",
+    "cond-mat_0406362v1",
+)
+
+
+def test_each_section_holds_its_own_text_as_the_text_layer_reads_it(convert_once):
+    """Every body sentence of the PDF's raw text layer is in the section that holds it there, in
+    order (``pdf_integrity``).  Before the text layer's order was followed, 0908.0054v1's
+    Conclusions, 1111.2011v2's Discussion and 2203.00274v2's sections 5.5-5.6 were partly in
+    another section."""
+    found = Integrity()
+    for name in CONVERTED_BY_OTHER_TESTS:
+        data = corpus_file("pdf", f"{name}.pdf").read_bytes()
+        found += pdf_integrity(data, convert_once(data, max_pages=30))
+    assert found.displaced == [] and found.disordered == []
+    assert found.sentences >= 500 and found.share_present >= 0.98, found.missing
+
+
+def test_each_section_of_the_shared_pages_holds_its_own_paragraphs():
+    found = sum(
+        (html_integrity(path.read_bytes()) for path in corpus_file(folder="html").glob("*.html")),
+        Integrity(),
+    )
+    assert found.displaced == [] and found.disordered == []
+    assert found.sentences >= 300 and found.share_present >= 0.995, found.missing
 
 
 @pytest.mark.parametrize("name", corpus_pdfs(), ids=lambda name: name.removesuffix(".pdf"))
@@ -4692,6 +4820,14 @@ def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
     assert am._matches_in(passage, am._find_terms("drude nonexistent")) == []  # every word
     assert am._bolded(passage.text, am._matches_in(passage, am._find_terms("klumper"))) == (
         "The Drude weight of the **Klümper** model and the field"
+    )
+
+
+def test_finding_inside_bold_text_never_breaks_it():
+    text = "**Learnable Attention Biases v/s Masking.** Attention biases beat masking."
+    spans = [(m.start(), m.end()) for m in re.finditer("Attention", text)]
+    assert am._bolded(text, spans) == (
+        "**Learnable Attention Biases v/s Masking.** **Attention** biases beat masking."
     )
 
 
