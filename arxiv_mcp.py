@@ -1945,6 +1945,7 @@ _SECTION_NAMES = {
     r"conclusions?|summary|summary and discussion|conclusions? and (?:outlook|future work)|outlook",
     "matter": r"limitations|appendix|appendices|supplementary (?:materials?|information)|"
     r"data availability|code availability|author contributions|broader impacts?|ethics statement|"
+    r"ethical considerations|"
     r"funding",
     "back": r"acknowled?ge?ments?",
     REFERENCES: r"references|bibliography",
@@ -2038,7 +2039,7 @@ def _split_number(heading: str) -> tuple[str, str]:
 # Words no heading holds: a sentence's, or an author's footnote ("D Also at State Key Laboratory
 # ...").
 _NOT_HEADING = re.compile(
-    r"\b(?:et al|we|our|is|are|was|were)\b|^\S{0,3}\s*(?:also|now) at\b|\b(?:permanent|present) "
+    r"\b(?:et al|we|is|are|was|were)\b|^\S{0,3}\s*(?:also|now) at\b|\b(?:permanent|present) "
     r"address\b|\bon leave from\b|\bdeceased\b",
     re.I,
 )
@@ -2359,13 +2360,14 @@ def _place_outline(outline: Outline, source: _Text) -> list[Section]:
 
 
 def _with_back_matter(found: list[Section], source: _Text) -> list[Section]:
-    """``found`` with the back matter that outlines often leave out: each Acknowledgments,
-    References or Bibliography heading of ``source`` that no section of ``found`` has."""
+    """``found`` with the matter that outlines often leave out: each heading of ``source`` named
+    for a section that numbered papers leave unnumbered (``_UNNUMBERED_ROLES``: an Ethics
+    statement, Acknowledgments, References) that no section of ``found`` has."""
     titles = {_match_key(section.title) for section in found}
     for line in source.lines:
         if (
             line.marked
-            and _name_role(line.text) in _BACK_ROLES
+            and _name_role(line.text) in _UNNUMBERED_ROLES
             and _match_key(line.text) not in titles
         ):
             found.append(
@@ -2810,6 +2812,14 @@ _ANNOUNCING_WORDS = frozenset(
     "focus with which what from into some their there about more also".split()
 )
 _NAMED_CONTENT = 5
+# Prose has words in lower case: three, or in a short sentence two that are this share of its words;
+# a run-in heading ("Transformers for Tabular Data.") or a figure's labels ("Patents 8% Scientific
+# 17% …") has fewer.
+_PROSE_WORDS, _PROSE_SHARE = 3, 0.4
+_LOWER_WORD = re.compile(r"(?<!\S)\W*[a-z]")
+# A footnote's line in the raw text layer: its mark, then a link or a word set right against it
+# ("1 https://…", "2We fixed …").
+_FOOTNOTE_LINE = re.compile(r"[0-9]{1,2}(?:\s*https?://|[A-Z][a-z])")
 
 
 def _shortened(text: str, limit: int) -> str:
@@ -2854,13 +2864,24 @@ def _first_sentence(text: str, labels: Sequence[str]) -> str:
             and any(key in label for label in inner)
         )
         and not _BARE_NUMBER.fullmatch(line)
+        and not _FOOTNOTE_LINE.match(line)
     )
     plain = _outside_math(
         plain.replace(_HIDDEN_MARK, ""), lambda part: re.sub(r"\s+([,.;:])", r"\1", part)
     )
     sentences = [m[0] for m in itertools.islice(_SENTENCE.finditer(plain), 3)] or [plain]
     return _shortened(
-        next((s for s in sentences if not _announces(s)), sentences[0]), _SENTENCE_CHARS
+        next(
+            (
+                s
+                for s in sentences
+                if len(_LOWER_WORD.findall(s))
+                >= min(_PROSE_WORDS, max(2, _PROSE_SHARE * len(s.split())))
+                and not _announces(s)
+            ),
+            sentences[0],
+        ),
+        _SENTENCE_CHARS,
     )
 
 

@@ -205,21 +205,22 @@ class Integrity:
     """What the check found in one paper (or several, added up): the body sentences it looked for,
     those in their own section's text, and each one elsewhere: in another section's text
     (``displaced``: the sentence, its section, where it is), in none (``missing``), or in its own
-    but before a sentence that comes ahead of it there (``disordered``)."""
+    but before a sentence that comes ahead of it there (``disordered``); and the sections that the
+    overview lists and a read cannot find (``unreadable``)."""
 
     sentences: int = 0
     present: int = 0
     displaced: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     missing: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     disordered: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    unreadable: list[str] = dataclasses.field(default_factory=list)
 
     def __add__(self, other: "Integrity") -> "Integrity":
         return Integrity(
-            self.sentences + other.sentences,
-            self.present + other.present,
-            self.displaced + other.displaced,
-            self.missing + other.missing,
-            self.disordered + other.disordered,
+            **{
+                field.name: getattr(self, field.name) + getattr(other, field.name)
+                for field in dataclasses.fields(self)
+            }
         )
 
     @property
@@ -322,10 +323,10 @@ def pdf_integrity(data: bytes, pdf: am.PdfText) -> Integrity:
     each body sentence of the raw text layer of its converted pages (``body_blocks``) belongs to
     the section that the converted text's sections, placed in that layer, say holds it, and is
     looked for in that section's converted text (``located``).  Text before the first section (the
-    front matter) is not looked for."""
+    front matter) is not looked for.  And each section the overview lists is one a read finds."""
     with am._opened(data) as doc:
-        title = am.read_structure(doc).front.title  # as the server reads it: with the paper's title
-    text = am.PaperText.from_pdf(pdf, title)
+        structure = am.read_structure(doc)
+    text = am.PaperText.from_pdf(pdf, structure.front.title)  # as the server reads it
     raw, page_starts, lines, body = "", [], [], []
     for blocks in body_blocks(data)[: len(pdf.pages)]:
         page_starts.append(len(raw))
@@ -350,7 +351,13 @@ def pdf_integrity(data: bytes, pdf: am.PdfText) -> Integrity:
         for offset, sentence in sentences_of(block, at)
         if (section := am._section_at(placed, offset)) is not None
     ]
-    return located(sentences, own_texts(text.markdown, list(text.sections)))
+    found = located(sentences, own_texts(text.markdown, list(text.sections)))
+    found.unreadable = [
+        row.section.label
+        for row in (structure.overview.sections if structure.overview else ())
+        if row.section.page <= len(pdf.pages) and row.section not in text.sections
+    ]
+    return found
 
 
 # Inside these LaTeXML elements text is no paragraph's own: math (the text writes its LaTeX),
@@ -922,9 +929,10 @@ def report_integrity(pdfs: dict[str, bytes]) -> int:
     of their previews (``preview_formulas``).  Prints a row a paper and the totals; returns the
     number of sentences in another section and of formulas lost."""
     print(
-        "| paper | sentences | in their section | in another | in none | out of order | seconds |"
+        "| paper | sentences | in their section | in another | in none | out of order | "
+        "listed, not read | seconds |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     totals, lost, shown = Integrity(), 0, 0
     readings = [
         (arxiv_id, *timed(am.pdf_to_markdown, data, max_pages=am._MAX_STRUCTURE_PAGES), data)
@@ -951,14 +959,15 @@ def report_integrity(pdfs: dict[str, bytes]) -> int:
             print(f"  {name}: {section} → {where}: {sentence[:80]}", file=sys.stderr)
         print(
             f"| {name} | {found.sentences} | {found.present} | {len(found.displaced)} | "
-            f"{len(found.missing)} | {len(found.disordered)} | {seconds:.1f} |"
+            f"{len(found.missing)} | {len(found.disordered)} | {len(found.unreadable)} | "
+            f"{seconds:.1f} |"
         )
     print(
         f"\n{totals.sentences} sentences and paragraphs, {totals.share_present:.1%} in their "
         f"section, {len(totals.displaced)} in another; {shown} formulas in previews, {lost} not "
         "in their section as written"
     )
-    return len(totals.displaced) + lost
+    return len(totals.displaced) + len(totals.unreadable) + lost
 
 
 HTML_DIR = HERE.parent / "shared" / "html"
