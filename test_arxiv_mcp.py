@@ -3255,6 +3255,13 @@ def test_a_preview_skips_what_is_not_the_sections_prose(text, sentence):
     assert am._first_sentence(text, [heading]) == sentence
 
 
+def test_a_preview_never_opens_with_a_running_head():
+    estimated = am.pdf_overview(corpus_file("pdf", "1707.04066v1.pdf").read_bytes())
+    row = next(row for row in estimated.sections if row.section.number == "4")
+    # the text layer puts "DECam: Size distribution of NEOs", on 10 of its pages, before it
+    assert row.sentence.startswith("Observations that meet the following criteria")
+
+
 def test_the_previews_of_the_shared_pages_keep_their_formulas():
     shown = 0
     for path in sorted(corpus_file(folder="html").glob("*.html")):
