@@ -2844,10 +2844,10 @@ def _announces(sentence: str) -> bool:
 
 def _first_sentence(text: str, labels: Sequence[str]) -> str:
     """The sentence that says what a section is about: its text's first, after its heading line and
-    any further lines of the heading (``labels[0]``), its subsections' headings and the running heads
-    (the rest: a section that opens straight into its first subsection takes that one's), figure
-    and equation lines and a footnote's, in prose, past an opening that only announces the section
-    (``_announces``); shortened to ``_SENTENCE_CHARS``."""
+    any further lines of the heading (``labels[0]``), its subsections' headings and the running
+    heads (the rest: a section that opens straight into its first subsection takes that one's),
+    figure and equation lines and a footnote's, in prose, past an opening that only announces the
+    section (``_announces``); shortened to ``_SENTENCE_CHARS``."""
     lines = text[:_SENTENCE_WINDOW].replace("-\n", "").splitlines()[1:]
     while lines and (not lines[0].strip() or _match_key(lines[0]) in _match_key(labels[0])):
         lines.pop(0)
