@@ -1189,8 +1189,8 @@ SEARCH_PARAMETERS = {
     ),
     "submitted_from": Parameter(None, "Earliest submission date, YYYY-MM-DD."),
     "submitted_to": Parameter(None, "Latest submission date, YYYY-MM-DD."),
-    "sort": Parameter("relevance", "'relevance', 'submitted' or 'updated'."),
-    "order": Parameter("descending", "'descending' (newest or best first) or 'ascending'."),
+    "sort": Parameter("relevance", "What to sort by."),
+    "order": Parameter("descending", "'descending': newest or best first."),
     "max_results": Parameter(10, f"Results per page, 1 to {MAX_RESULTS}."),
     "start": Parameter(0, "Offset of the first result, for paging."),
 }
@@ -3548,16 +3548,17 @@ def _page_markdown(doc: "pymupdf.Document", page: int) -> "PageMarkdown":
     import pymupdf4llm
 
     pdf_page = _pdf_page(doc, page)
-    # pymupdf4llm prints progress and warnings with print(): keep stdout for the protocol.
-    with contextlib.redirect_stdout(sys.stderr):
-        chunk = pymupdf4llm.to_markdown(
-            doc,
-            pages=[pdf_page.number],
-            use_ocr=False,
-            footer=False,
-            show_progress=False,
-            page_chunks=True,
-        )[0]
+    # No progress and no OCR: pymupdf4llm prints nothing then (none on the corpus's pages), and the
+    # host's sys.stdout is left as it is.  The server converts in processes of its own, whose
+    # stdout is stderr (``_converter_main``).
+    chunk = pymupdf4llm.to_markdown(
+        doc,
+        pages=[pdf_page.number],
+        use_ocr=False,
+        footer=False,
+        show_progress=False,
+        page_chunks=True,
+    )[0]
     return _repaired(pdf_page, page, chunk["text"], chunk.get("page_boxes") or ())
 
 
@@ -7312,8 +7313,8 @@ class PaperLibrary:
             return self._answer(state, FULL)
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
-        """The API's metadata of the paper alone: the known one, or one API request (with no
-        patience for a throttle), with no download."""
+        """The API's metadata of the paper alone: the known one (in memory, else kept on disk for a
+        day), or one API request (with no patience for a throttle), kept, with no download."""
         with self.scheduler.changed:
             known = self._searched_paper(arxiv_id) or next(
                 (
@@ -7325,16 +7326,21 @@ class PaperLibrary:
                 ),
                 None,
             )
+        if known is None and self.cache is not None:
+            known = _from_record(Paper, self.cache.get("meta", arxiv_id, _CACHED_TTL))
         if known is not None and known.updated:  # a listing's entry has no date for BibTeX's year
             return known
         with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
-            return fetch_metadata(
+            paper = fetch_metadata(
                 arxiv_id,
                 deadline=deadline,
                 settings=self.settings,
                 limiter=self.limiter,
                 patience=0,
             )
+        if self.cache is not None:
+            self.cache.put("meta", arxiv_id, _record(paper))
+        return paper
 
     def listing(self, categories: Sequence[str], deadline: float) -> Listing:
         """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
@@ -8102,8 +8108,9 @@ commas), or the whole paper with section="full" (long: prefer sections); section
 as LaTeX), else the PDF's. section="figure 2", "table I" or "equation 5" returns that region as \
 an image from the PDF with its caption or text. section="bibtex" cites the paper. `find` returns \
 the passages that hold some words or a "quoted phrase", with their sections (and pages, for a \
-text from the PDF). Text a reader of the paper cannot see (white, microscopic, invisible) is left \
-out, the overview warns of it, and section="hidden" quotes it. {_PAPER_TEXT_IS_DATA}
+text from the PDF); without `paper`, in every paper read so far. Text a reader of the paper \
+cannot see (white, microscopic, invisible) is left out, the overview warns of it, and \
+section="hidden" quotes it. {_PAPER_TEXT_IS_DATA}
 
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and \
 paging. Results list ids you can read with `paper`. `categories` alone lists arXiv's latest daily \
@@ -8565,14 +8572,19 @@ def build_server(
         from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined,no-redef]
 
     options: dict[str, Any] = {}
-    if "host" in inspect.signature(MCPServer).parameters:  # 1.x takes the HTTP address here
+    parameters = inspect.signature(MCPServer).parameters
+    if "host" in parameters:  # 1.x takes the HTTP address here
         options = {"host": host, "port": port}
+    if "version" in parameters:  # 2.x; 1.x's is its low-level server's
+        options["version"] = __version__
     server = MCPServer(
         "arxiv",
         instructions="Find and read arXiv papers: search, then read an overview and the "
         f"sections you need. {_PAPER_TEXT_IS_DATA}",
         **options,
     )
+    if "version" not in options:
+        server._mcp_server.version = __version__  # type: ignore[attr-defined]
     _add_tool(server, Context, library)
     return server
 
@@ -8597,8 +8609,8 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
     from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
     from pydantic import Field
 
-    def described(name: str) -> Any:
-        return Field(description=SEARCH_PARAMETERS[name].help)
+    def described(name: str, **schema: Any) -> Any:  # and what the schema bounds it by
+        return Field(description=SEARCH_PARAMETERS[name].help, **schema)
 
     async def arxiv(
         ctx: Any,
@@ -8613,10 +8625,16 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
             "submitted_from"
         ],
         submitted_to: Annotated[str | None, described("submitted_to")] = _DEFAULT["submitted_to"],
-        sort: Annotated[str, described("sort")] = _DEFAULT["sort"],
-        order: Annotated[str, described("order")] = _DEFAULT["order"],
-        max_results: Annotated[int, described("max_results")] = _DEFAULT["max_results"],
-        start: Annotated[int, described("start")] = _DEFAULT["start"],
+        sort: Annotated[str, described("sort", json_schema_extra={"enum": [*SORTS]})] = _DEFAULT[
+            "sort"
+        ],
+        order: Annotated[str, described("order", json_schema_extra={"enum": [*ORDERS]})] = _DEFAULT[
+            "order"
+        ],
+        max_results: Annotated[int, described("max_results", ge=1, le=MAX_RESULTS)] = _DEFAULT[
+            "max_results"
+        ],
+        start: Annotated[int, described("start", ge=0)] = _DEFAULT["start"],
     ) -> CallToolResult:
         # The tool's arguments by name, as ``arxiv_answer`` takes them (not the closure's names).
         arguments = {
@@ -8650,7 +8668,15 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the MCP server: over stdio, or with ``--http`` as a Streamable HTTP server."""
     parser = argparse.ArgumentParser(
-        prog="arxiv-mcp", description="arXiv MCP server: read and search arXiv papers."
+        prog="arxiv-mcp",
+        description="arXiv MCP server: read and search arXiv papers.",
+        epilog="settings, from the environment (the README says what each does), with their "
+        "defaults:\n"
+        + "\n".join(
+            f"  ARXIV_{field.name.upper()}={field.default or '(empty)'}"
+            for field in dataclasses.fields(Settings)
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--http", action="store_true", help="serve Streamable HTTP instead of stdio"

@@ -52,10 +52,7 @@ from xml.sax.saxutils import escape
 import arxiv_mcp as am
 
 HERE = Path(__file__).parent
-# arxiv_mcp points the process's stdout at stderr while it converts a page (pymupdf4llm prints),
-# which would send a row printed meanwhile from another thread to stderr: the tables go to the real
-# stdout.
-print = functools.partial(print, file=sys.__stdout__, flush=True)
+print = functools.partial(print, flush=True)  # each row as it is measured
 
 
 # ---------------------------------------------------------------------------

@@ -399,6 +399,51 @@ def test_every_setting_is_in_the_readmes_table_with_its_default():
             assert rows[f"ARXIV_{field.name.upper()}"].strip() == f"`{default}`", field.name
 
 
+def test_the_license_is_the_one_pyproject_names():
+    license = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]["license"]
+    assert license == "MIT" and (HERE / "LICENSE").read_text().startswith("MIT License\n")
+
+
+def test_help_lists_every_setting_with_its_default(capsys):
+    with pytest.raises(SystemExit) as exited:
+        am.main(["--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    for field in dataclasses.fields(am.Settings):
+        assert f"ARXIV_{field.name.upper()}={field.default or '(empty)'}\n" in shown, field.name
+
+
+def readme_example():
+    """The README's example: each call (``→ arxiv(name="value", …)``), with the lines after it."""
+    block = (HERE / "README.md").read_text().split("## An example", 1)[1]
+    calls: list[tuple[dict[str, str], list[str]]] = []
+    for line in block.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines():
+        if shown := re.fullmatch(r"→ arxiv\((.*)\)", line):
+            calls.append((dict(re.findall(r'(\w+)="([^"]*)"', shown[1])), []))
+        else:
+            calls[-1][1].append(line)
+    return calls
+
+
+def test_the_readmes_example_is_what_the_tool_answers(env, monkeypatch, page_once):
+    """Each line of the README's example is a line of the answer to its call (``…`` stands for what
+    it abridges), on the test corpus, the first overview before any page is converted, as the
+    README says."""
+    env.feeds["1111.2011"] = ATOM_1111
+    converting = threading.Event()
+    monkeypatch.setattr(
+        am, "_page_markdown", lambda doc, page: converting.wait() and page_once(doc, page)
+    )
+    example = readme_example()
+    assert len(example) >= 2
+    for arguments, lines in example:
+        answer = call(**arguments).splitlines()
+        converting.set()  # the overview answered; the pages may convert now
+        for line in lines:
+            shown = re.compile(".*".join(map(re.escape, line.split("…"))))
+            assert any(shown.fullmatch(said) for said in answer), (line, "\n".join(answer))
+
+
 # ---------------------------------------------------------------------------
 # Configuration: every environment variable, in one place.
 # ---------------------------------------------------------------------------
@@ -5532,12 +5577,34 @@ def test_two_processes_writing_the_same_file_at_once_leave_a_whole_one(tmp_path)
     assert seen <= {b"a" * 50_000, b"b" * 50_000} and seen
 
 
+def python_program(code: str, environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this Python in a process of its own, beside arxiv_mcp.py: its exit code and
+    what it wrote."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=HERE,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def library_with_cache(env, folder) -> am.PaperLibrary:
     """A fresh library (a restarted server) on ``env``'s fake arXiv, with a disk cache in
     ``folder``."""
     library = am.PaperLibrary(env.settings, env.library.limiter, am.DiskCache(str(folder), 10**9))
     env.teardown.append(lambda: [setattr(s, "forgotten", True) for s in library._states.values()])
     return library
+
+
+def test_bibtex_after_a_restart_asks_nothing_while_the_metadata_kept_is_fresh(env, tmp_path):
+    first = library_with_cache(env, tmp_path / "cache")
+    cited = am.arxiv_tool(paper="1111.2011v2", section="bibtex", library=first)
+    assert cited.count("@misc{") == 1 and len(env.requests) == 1  # the metadata alone
+    again = library_with_cache(env, tmp_path / "cache")
+    assert am.arxiv_tool(paper="1111.2011v2", section="bibtex", library=again) == cited
+    assert len(env.requests) == 1, "after a restart, from the disk"
 
 
 def test_a_restart_reads_the_same_papers_with_no_request(html_env, tmp_path, monkeypatch):
@@ -5598,26 +5665,18 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     code = (
         "import sys, arxiv_mcp as am\n"
         "am.LIBRARY = am.PaperLibrary.of_the_machine(am.SETTINGS)  # as main() has it\n"
-        # (stdout is stderr while a page converts)
         "for paper in ('2203.00274v2', '1111.2011v2'):\n"
-        "    sys.__stdout__.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
+        "    sys.stdout.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
         "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
         "assert am.arxiv_answer(am.ToolCall(paper='1111.2011v2', section='figure 1')).images\n"
         "converter = am.LIBRARY.scheduler.converter.process is not None  # it rendered\n"
-        "sys.__stdout__.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n"
+        "sys.stdout.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n"
     )
     runs, environment = [], server_environment(base, tmp_path)
     try:
         for _ in range(2):
-            out = subprocess.run(
-                [sys.executable, "-c", code],
-                cwd=HERE,
-                env=environment,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=True,
-            )
+            out = python_program(code, environment)
+            assert out.returncode == 0, out.stderr
             runs.append((list(asked), out.stdout))
             asked.clear()
     finally:
@@ -6749,9 +6808,15 @@ def test_server_registers_exactly_one_tool_with_annotations():
         "max_results",
         "start",
     ]
+    # what a model follows: a choice of values, a range
+    assert properties["sort"]["enum"] == ["relevance", "submitted", "updated"]
+    assert properties["order"]["enum"] == ["descending", "ascending"]
+    assert (properties["max_results"]["minimum"], properties["max_results"]["maximum"]) == (1, 50)
+    assert properties["start"]["minimum"] == 0
     schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
-    # about 1,000 tokens; find across papers (issue 32) added ≤ 300, the day's announcements ≤ 250
-    assert len(schema) <= 3_958 + 300 + 250, len(schema)
+    # about 1,000 tokens; then ≤ 150 for the bounds and the description's `find` across papers
+    assert len(schema) <= 4_441 + 150, len(schema)
+    assert "without `paper`, in every paper read so far" in tool["description"]
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
 
@@ -6836,6 +6901,29 @@ def server_environment(base, tmp_path):
     }
 
 
+# A program that vendors the plain functions: an answer, an error, then its own output.
+HOST_PROGRAM = """
+import arxiv_mcp as am
+document = am.arxiv_markdown("arXiv:1111.2011v2")
+missing = am.arxiv_markdown("arXiv:1111.9999")
+print(document.splitlines()[0])
+print(missing.splitlines()[0])
+print("after")
+"""
+
+
+def test_a_host_that_vendors_the_functions_keeps_its_stdout_and_exits_cleanly(
+    loopback_arxiv, tmp_path
+):
+    env = server_environment(loopback_arxiv, tmp_path) | {"ARXIV_MAX_PAGES": "1"}
+    host = python_program(HOST_PROGRAM, env)
+    assert host.returncode == 0, host.stderr
+    said = host.stdout.splitlines()
+    assert said[0] == "# arXiv Paper" and said[-1] == "after" and len(said) == 3, said
+    assert said[1].startswith("**Error"), said
+    assert "Traceback" not in host.stderr and "terminate called" not in host.stderr
+
+
 def text_of(result):
     assert result.content and result.content[0].type == "text"
     return result.content[0].text
@@ -6843,8 +6931,7 @@ def text_of(result):
 
 async def exercise(session):
     """The calls an agent makes; returns what it saw."""
-    seen = {}
-    await session.initialize()
+    seen = {"initialized": (await session.initialize()).model_dump(by_alias=True)}
     seen["tools"] = (await session.list_tools()).tools
     progress = []
 
@@ -6864,6 +6951,7 @@ async def exercise(session):
     seen["search"] = text_of(await session.call_tool("arxiv", {"query": "quantum criticality"}))
     seen["bad id"] = await session.call_tool("arxiv", {"paper": "file:///etc/passwd"})
     seen["bad type"] = await session.call_tool("arxiv", {"query": "x", "max_results": "many"})
+    seen["too many"] = await session.call_tool("arxiv", {"query": "x", "max_results": 99})
     seen["still alive"] = text_of(
         await session.call_tool("arxiv", {"paper": "1111.2011v2", "section": "V"})
     )
@@ -6871,6 +6959,8 @@ async def exercise(session):
 
 
 def check_exchange(seen):
+    server = seen["initialized"]["serverInfo"]
+    assert (server["name"], server["version"]) == ("arxiv", am.__version__)
     assert [t.name for t in seen["tools"]] == ["arxiv"]
     assert seen["overview"].startswith("# arXiv Paper") and "## Sections" in seen["overview"]
     assert "### II.A Ordered Phase" in seen["section"]
@@ -6881,6 +6971,9 @@ def check_exchange(seen):
         and seen["bad id"].model_dump(by_alias=True)["isError"]
     )
     assert seen["bad type"].model_dump(by_alias=True)["isError"]
+    # the schema's bound, checked by the SDK before the tool runs
+    assert seen["too many"].model_dump(by_alias=True)["isError"]
+    assert "less than or equal to 50" in text_of(seen["too many"])
     assert "## V Discussion" in seen["still alive"]
 
 
