@@ -1609,9 +1609,20 @@ def fetch_pdf(
     return response.body
 
 
+# What a host that copied this file without its dependencies is told when it reads a PDF.
+_NO_PYMUPDF = (
+    "pymupdf is not installed: `pip install 'pymupdf>=2,<3'`, or run the server with "
+    "`uv run arxiv_mcp.py`, which installs it."
+)
+
+
 def _open_pdf(data: bytes) -> "pymupdf.Document":
-    """Open PDF bytes in memory; ArxivError for corrupt, encrypted or empty files."""
-    import pymupdf
+    """Open PDF bytes in memory; ArxivError for corrupt, encrypted or empty files, and without
+    pymupdf (``_NO_PYMUPDF``)."""
+    try:
+        import pymupdf
+    except ImportError:
+        raise ArxivError(_NO_PYMUPDF) from None
 
     # MuPDF would print warnings on stderr for every glitch
     pymupdf.TOOLS.mupdf_display_errors(False)

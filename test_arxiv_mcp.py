@@ -2009,6 +2009,14 @@ def test_the_next_announcement_is_at_eight_in_the_evening_sunday_to_thursday(now
 # PDF validation and conversion
 
 
+def test_a_host_without_pymupdf_is_told_how_to_install_it(env, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pymupdf", None)  # as a host that copied the file alone has it
+    with pytest.raises(am.ArxivError, match=re.escape("pip install 'pymupdf>=2,<3'")):
+        am.pdf_to_markdown(PDF_1111)
+    document = am.arxiv_markdown("arXiv:1111.2011v2")
+    assert "pymupdf is not installed" in document and "internal error" not in document
+
+
 def synthetic_pdf(*, text="", image=False, password=None):
     import pymupdf
 
