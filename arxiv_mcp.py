@@ -59,6 +59,7 @@ import logging
 import math
 import multiprocessing
 import re
+import signal
 import socket
 import sys
 import tempfile
@@ -6861,6 +6862,8 @@ def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool
     and onnxruntime (75 MB less)."""
     # stdout is the server's MCP channel: what MuPDF or pymupdf4llm print goes to stderr
     os.dup2(2, 1)
+    # A terminal's Ctrl-C reaches the whole process group: the server ends this process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not layout:  # (an import of a module set to None fails, and pymupdf goes on without it)
         sys.modules["pymupdf.layout"] = sys.modules["pymupdf4llm"] = None  # type: ignore[assignment]
     import pymupdf  # noqa: F401  (a second or more: at once, while the first PDF downloads)
@@ -8676,6 +8679,15 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
     )(arxiv)
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    """Ctrl-C ends the stdio server at once, with its converter processes and no traceback (the
+    SDK's stdin reader would keep it waiting for input)."""
+    for child in multiprocessing.active_children():
+        child.kill()
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the MCP server: over stdio, or with ``--http`` as a Streamable HTTP server."""
     parser = argparse.ArgumentParser(
@@ -8708,6 +8720,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     server = build_server(args.host, args.port, PaperLibrary.of_the_machine(SETTINGS))
     if not args.http:
+        signal.signal(signal.SIGINT, _interrupted)
         server.run()
         return
     if args.host not in ("127.0.0.1", "localhost", "::1"):

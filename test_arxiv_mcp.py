@@ -6932,6 +6932,53 @@ def test_a_host_that_vendors_the_functions_keeps_its_stdout_and_exits_cleanly(
     assert "Traceback" not in host.stderr and "terminate called" not in host.stderr
 
 
+def test_ctrl_c_ends_the_stdio_server_and_its_converters_at_once(loopback_arxiv, tmp_path):
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "arxiv_mcp.py")],
+        env=server_environment(loopback_arxiv, tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a group of its own, as a terminal's foreground job
+    )
+    try:
+        for message in (
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"},
+                },
+            },
+            {"method": "notifications/initialized"},
+            {
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "arxiv", "arguments": {"paper": "1111.2011v2"}},
+            },
+        ):
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            server.stdin.flush()
+            if "id" in message:
+                assert json.loads(server.stdout.readline())["id"] == message["id"]
+        group = subprocess.run(["pgrep", "-g", str(server.pid)], capture_output=True, text=True)
+        assert len(group.stdout.split()) >= 2, "the overview started a converter process"
+        os.killpg(server.pid, signal.SIGINT)  # Ctrl-C in a terminal
+        assert server.wait(timeout=2) == 130
+
+        def living() -> list[str]:  # the group's processes that have not ended (zombies have)
+            group = ["ps", "-o", "stat=", "-g", str(server.pid)]
+            listed = subprocess.run(group, capture_output=True, text=True).stdout.split()
+            return [stat for stat in listed if not stat.startswith("Z")]
+
+        wait_for(lambda: not living(), seconds=2, what="the converter processes to end")
+        assert server.stderr.read() == b""  # no traceback, from the server or its converters
+    finally:
+        server.kill()  # when it did not end
+
+
 def text_of(result):
     assert result.content and result.content[0].type == "text"
     return result.content[0].text
