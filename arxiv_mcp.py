@@ -39,6 +39,7 @@ import os
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import argparse
+import atexit
 import bisect
 import concurrent.futures
 import contextlib
@@ -1565,6 +1566,15 @@ def next_announcement(now: datetime.datetime) -> datetime.datetime:
 # MuPDF is not thread-safe: every use of it in this process holds this lock, for one page (or one
 # structure pass) at a time, so that other work goes between the pages of a long conversion.
 _PDF_LOCK = threading.Lock()
+_EXIT_WAIT = 30.0  # seconds the interpreter's exit waits for a page being converted
+
+
+@atexit.register
+def _finish_pdf_work() -> None:
+    """At the interpreter's exit, wait for the page a thread of this process is converting and
+    start no other: a thread torn down inside MuPDF or the layout model aborts the process (a read
+    that answered at its deadline leaves its conversion going on)."""
+    _PDF_LOCK.acquire(timeout=_EXIT_WAIT)
 
 
 def check_pdf(data: bytes, content_type: str = "") -> None:

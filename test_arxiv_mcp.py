@@ -6101,6 +6101,20 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
     assert len(env.requests) == 3  # arXiv's "No HTML", the PDF, the metadata
 
 
+def test_a_paper_arxiv_does_not_know_converts_nothing(env, monkeypatch, page_once):
+    converted = []
+    monkeypatch.setattr(
+        env.library.scheduler.converter,
+        "convert_page",
+        lambda doc, page, hidden=None: converted.append(page) or page_once(doc, page),
+    )
+    env.pdfs["1111.9999v1"] = PDF_1111  # a PDF, and an API that knows no such paper
+    answer = am.arxiv_markdown("arXiv:1111.9999v1")
+    assert "arXiv has no paper 1111.9999v1" in answer
+    wait_for(lambda: not env.library.scheduler.has_work(), what="the PDF work to stop")
+    assert len(converted) <= 1, converted  # at most the page converting at the API's answer
+
+
 # Reading: failures degrade, leak nothing, and the next call works
 
 
@@ -6909,7 +6923,8 @@ def server_environment(base, tmp_path):
     }
 
 
-# A program that vendors the plain functions: an answer, an error, then its own output.
+# A program that vendors the plain functions: an answer at its deadline while its PDF converts on,
+# an error, then its own output, and its exit.
 HOST_PROGRAM = """
 import arxiv_mcp as am
 document = am.arxiv_markdown("arXiv:1111.2011v2")
@@ -6923,11 +6938,14 @@ print("after")
 def test_a_host_that_vendors_the_functions_keeps_its_stdout_and_exits_cleanly(
     loopback_arxiv, tmp_path
 ):
-    env = server_environment(loopback_arxiv, tmp_path) | {"ARXIV_MAX_PAGES": "1"}
+    """Before, the conversion went on in a thread that swapped the process's sys.stdout (the host's
+    "after" went to stderr), and the exit aborted in 2 of 5 runs (SIGABRT, "terminate called
+    without an active exception", or SIGSEGV): the interpreter tore the thread down mid-page."""
+    env = server_environment(loopback_arxiv, tmp_path) | {"ARXIV_DEADLINE": "1.5"}
     host = python_program(HOST_PROGRAM, env)
     assert host.returncode == 0, host.stderr
     said = host.stdout.splitlines()
-    assert said[0] == "# arXiv Paper" and said[-1] == "after" and len(said) == 3, said
+    assert said[0].startswith(("# ", "**")) and said[-1] == "after" and len(said) == 3, said
     assert said[1].startswith("**Error"), said
     assert "Traceback" not in host.stderr and "terminate called" not in host.stderr
 
