@@ -671,6 +671,8 @@ def test_an_assertion_that_fails_in_a_thread_fails_its_test(tmp_path):
             "-q",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one test: no workers to start
             "-c",
             str(HERE / "pyproject.toml"),
             "--rootdir",
