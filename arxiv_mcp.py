@@ -78,7 +78,7 @@ import zoneinfo
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, assert_never
 
 if TYPE_CHECKING:  # imported lazily at run time: the server must start without it
     import pymupdf
@@ -7827,18 +7827,20 @@ class PaperLibrary:
         outline's overview; the full text's without an outline; else the pages of the sections it
         names, from the outline's rows, and the page after them while the converted text shows
         that a section runs on past them."""
-        full, needs = set(state.pdf.full_pages(self.settings.max_pages)), request.mode.needs
-        if (
-            needs in (Needs.METADATA, Needs.PASSAGES)
-            or needs is Needs.SECTIONS
-            and not request.sections
-        ):
-            return set()
-        if needs is Needs.TEXT or state.pdf.structure.overview is None:
-            return full
-        if needs is Needs.OUTLINE:
-            return set()
-        outline = [row.section for row in state.pdf.structure.overview.sections]
+        full = set(state.pdf.full_pages(self.settings.max_pages))
+        match request.mode.needs, state.pdf.structure.overview:
+            case Needs.METADATA | Needs.PASSAGES, _:
+                return set()
+            case Needs.SECTIONS, _ if not request.sections:  # figures, tables and equations alone
+                return set()
+            case (Needs.TEXT, _) | (Needs.OUTLINE | Needs.SECTIONS, None):  # the text tells them
+                return full
+            case Needs.OUTLINE, _:
+                return set()
+            case Needs.SECTIONS, Overview() as overview:
+                outline = [row.section for row in overview.sections]
+            case unknown:
+                assert_never(unknown)
         chosen = _select_sections(outline, request.sections)
         if isinstance(chosen, str):
             return set()  # the answer is the error that lists the outline's sections
@@ -7905,23 +7907,24 @@ class PaperLibrary:
             return Reading(paper, None, str(state.text_error), state.text_error.transient)
         if (visuals := self._with_pdf(state, request, Reading(paper, None))) is None:
             return None
-        needs = request.mode.needs
-        if needs in (Needs.METADATA, Needs.PASSAGES):  # the raw text, with the outline's sections
-            return dataclasses.replace(
-                visuals,
-                overview=state.pdf.structure.overview,
-                passages=state.pdf.structure.passages,
-            )
-        if needs is Needs.SECTIONS and not request.sections:  # figures, tables and equations alone
-            return dataclasses.replace(visuals, overview=state.pdf.structure.overview)
-        if needs is Needs.TEXT or state.pdf.structure.overview is None:
-            text = self._text(state, full=True)
-            overview = overview_of(text) if needs is Needs.OUTLINE else None
-            return dataclasses.replace(visuals, text=text, overview=overview)
-        text = self._text(state, full=False)  # the sections' pages (``_section_pages``) or more
-        return dataclasses.replace(
-            visuals, text=text, overview=state.pdf.structure.overview.measured(text)
-        )
+        match request.mode.needs, state.pdf.structure.overview:
+            case Needs.METADATA | Needs.PASSAGES, overview:  # the raw text, the outline's sections
+                return dataclasses.replace(
+                    visuals, overview=overview, passages=state.pdf.structure.passages
+                )
+            case Needs.SECTIONS, overview if not request.sections:  # figures, tables, equations
+                return dataclasses.replace(visuals, overview=overview)
+            case Needs.TEXT, _:
+                return dataclasses.replace(visuals, text=self._text(state, full=True))
+            case Needs.OUTLINE | Needs.SECTIONS as needs, None:  # the converted text tells them
+                text = self._text(state, full=True)
+                told = overview_of(text) if needs is Needs.OUTLINE else None
+                return dataclasses.replace(visuals, text=text, overview=told)
+            case Needs.OUTLINE | Needs.SECTIONS, Overview() as overview:
+                text = self._text(state, full=False)  # the sections' pages (``_section_pages``)
+                return dataclasses.replace(visuals, text=text, overview=overview.measured(text))
+            case unknown:
+                assert_never(unknown)
 
     def _html_answer(
         self, state: _PaperState, paper: Paper, html: HtmlPaper, request: ReadRequest
