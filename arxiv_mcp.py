@@ -3698,6 +3698,11 @@ class Structure:
             else None
         )
 
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        """The sections that its passages are placed in: the overview's (none without one)."""
+        return tuple(row.section for row in self.overview.sections) if self.overview else ()
+
 
 def _part_or_empty(part: str, make: Callable[[], Any], empty: Any) -> Any:
     """``make()``, or ``empty`` when it fails: a failing part of the structure pass costs only that
@@ -4251,6 +4256,11 @@ class HtmlPaper:
     hidden: tuple[
         Hidden, ...
     ] = ()  # what its style hides, left out of its text (``_style_hiding``)
+
+    @property
+    def sections(self) -> tuple["Section", ...]:
+        """The sections that its passages are placed in."""
+        return self.text.sections
 
 
 def _tex(alttext: str) -> str:
@@ -4884,7 +4894,7 @@ class Needs(enum.Enum):
 
     METADATA = "metadata"  # the API's metadata alone (the paper is read when the API cannot answer)
     PASSAGES = "passages"  # the raw text's passages with the outline's sections: no page converted
-    OUTLINE = "outline"  # the section list: a PDF's structure pass (without an outline, the text)
+    ROWS = "rows"  # the overview's rows: a PDF's structure pass (without an outline, the text)
     TEXT = "text"  # the full text: its first ARXIV_MAX_PAGES pages converted
     SECTIONS = "sections"  # the named sections' pages, and those of the figures, tables, equations
 
@@ -5788,8 +5798,15 @@ def _cap_document(document: str, limit: int, note_for: Callable[[str], str]) -> 
     return f"{shown}\n\n{note_for(shown)}"[:limit]
 
 
+# Where a text comes from (``PaperText.source``) → its name in the answers, and its URL.
+_SOURCE_LINKS: dict[str, tuple[str, Callable[[Paper], str]]] = {
+    _PDF_SOURCE: ("PDF", lambda paper: paper.pdf_url),
+    _HTML_SOURCE: ("HTML", lambda paper: paper.html_url),
+}
+
+
 def _source_url(paper: Paper, text: PaperText | None) -> str:
-    return paper.html_url if text is not None and text.source == _HTML_SOURCE else paper.pdf_url
+    return _SOURCE_LINKS[text.source if text else _PDF_SOURCE][1](paper)
 
 
 def format_full(
@@ -5802,7 +5819,7 @@ def format_full(
     """The whole document: metadata, abstract and ``## Full Text (PDF)`` (``(HTML)`` for a text from
     arXiv's HTML), capped at ``max_chars`` with a note saying what was cut and how to read on; the
     warning of its hidden text (``hidden_warning``, quoting none of it) on top."""
-    kind = "HTML" if text is not None and text.source == _HTML_SOURCE else "PDF"
+    kind = _SOURCE_LINKS[text.source if text else _PDF_SOURCE][0]
     warning = hidden_warning(hidden, text.sections if text is not None else (), quoted=False)
     head = format_metadata(paper, warning=warning) + f"\n\n## Full Text ({kind})\n"
     if text is None:
@@ -6033,12 +6050,7 @@ class Findable:
 
 def _findable(arxiv_id: str, title: str, text: "HtmlPaper | Structure") -> Findable:
     """A paper's text (arXiv's HTML, or its PDF's structure pass) as ``find`` searches it."""
-    sections = (
-        text.text.sections
-        if isinstance(text, HtmlPaper)
-        else [row.section for row in (text.overview.sections if text.overview else ())]
-    )
-    return Findable(arxiv_id, title or text.front.title, text.passages, sections)
+    return Findable(arxiv_id, title or text.front.title, text.passages, text.sections)
 
 
 @dataclass(frozen=True)
@@ -6277,11 +6289,11 @@ def _available(reading: "Reading") -> str:
 
 
 def _visual_section(reading: "Reading", visual: VisualRequest, page: int) -> Section | None:
-    """The section that holds a figure, table or equation: by where the HTML's writer put its entry
-    (``HtmlPaper.places``: arXiv's HTML has no pages), else by its page in the PDF outline's
+    """The section that holds a figure, table or equation: by where its text's writer put its entry
+    (``Reading.places``, of a text without pages: arXiv's HTML), else by its page in the overview's
     sections."""
     text = reading.text
-    if text is not None and text.source == _HTML_SOURCE:
+    if text is not None and reading.places is not None:
         offset = reading.places.get(_visual_label(visual.kind, visual.number.upper()), -1)
         return _section_at(text.sections, offset) if offset >= 0 else None
     rows = [row.section for row in reading.overview.sections] if reading.overview else []
@@ -6635,7 +6647,7 @@ class Reading:
     pdf: bytes | None = None  # the PDF, to render regions from
     # number → LaTeX, from arXiv's HTML
     equations: dict[str, str] = dataclasses.field(default_factory=dict)
-    places: dict[str, int] = dataclasses.field(default_factory=dict)  # ``HtmlPaper.places``
+    places: dict[str, int] | None = None  # ``HtmlPaper.places``; None: placed by their pages
     image_error: str | None = (
         None  # why the PDF, and so the images, of a paper read from HTML cannot be had
     )
@@ -6678,21 +6690,52 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 
 
 @dataclass(eq=False)
-class _PdfState:
+class _TextSource:
+    """A source of a paper's text, one subclass each (``_HtmlState``, ``_PdfState``): what a paper's
+    text needs, asked of the source it is read from (``_PaperState.text``), never by asking which
+    one it is.  A new source is one subclass, its download in ``PaperLibrary._load`` and its name
+    in ``SOURCES``.  The library writes it; the scheduler's jobs read it."""
+
+    from_disk: bool = False  # its download came from the disk cache
+    # why it cannot be had (the PDF's: its text, or for a paper read from HTML its images)
+    error: ArxivError | None = None
+
+    def parsed_text(self) -> "HtmlPaper | Structure | None":
+        """Its text as it is kept on disk, with the front matter, passages and hidden passages;
+        None before it is read."""
+        raise NotImplementedError
+
+    def section_pages(
+        self, request: ReadRequest, pdf: "_PdfState", max_pages: int, title: str
+    ) -> set[int]:
+        """The pages of the paper's PDF that ``request``'s text needs converted."""
+        raise NotImplementedError
+
+    def background_pages(self, max_pages: int) -> list[int]:
+        """The pages of the PDF to convert while nobody waits, in order."""
+        raise NotImplementedError
+
+    def answer(
+        self, paper: Paper, request: ReadRequest, pdf: "_PdfState", needed: set[int], max_pages: int
+    ) -> "Reading | None":
+        """The Reading for ``request``, or None while the PDF's ``needed`` pages are converting."""
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class _PdfState(_TextSource):
     """A paper's PDF while it is read: its download (for its text, or for the images of a paper read
     from HTML), where its text is kept on disk, its structure pass and converted pages, and the
-    texts made of them, or why it failed.  The library writes it; the scheduler's jobs read it."""
+    texts made of them, or why it failed."""
 
     data: bytes | None = None
-    # the PDF failed: its text, or for a paper read from HTML its images
-    error: ArxivError | None = None
     wanted: bool = False  # it is downloaded, or to be
     disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
     # by converted page
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
-    # ``_text``'s
+    # ``text``'s
     texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)
 
     @property
@@ -6702,6 +6745,118 @@ class _PdfState:
     def full_pages(self, max_pages: int) -> range:
         """The pages of its full text: the first ``max_pages``."""
         return range(1, min(self.structure.page_count, max_pages) + 1)
+
+    def parsed_text(self) -> Structure | None:
+        return self.structure if self.structured else None
+
+    def background_pages(self, max_pages: int) -> list[int]:
+        return [page for page in self.full_pages(max_pages) if page not in self.pages]
+
+    def visual_pages(self, visual: VisualRequest) -> set[int]:
+        """The pages where a figure, table or equation is, or may be, until one is converted."""
+        if any(visual.matches(r.kind, r.number) for rs in self.regions.values() for r in rs):
+            return set()
+        if visual.kind == "Equation":
+            return set(
+                self.structure.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES]
+            )
+        return {c.page for c in self.structure.captions if visual.matches(c.kind, c.number)}
+
+    def section_pages(
+        self, request: ReadRequest, pdf: "_PdfState", max_pages: int, title: str
+    ) -> set[int]:
+        """None for passages, figures alone or the outline's overview; the full text's without an
+        outline; else the pages of the sections it names, from the outline's rows, and the page
+        after them while the converted text shows that a section runs on past them."""
+        full = set(self.full_pages(max_pages))
+        match request.mode.needs, self.structure.overview:
+            case Needs.METADATA | Needs.PASSAGES, _:
+                return set()
+            case Needs.SECTIONS, _ if not request.sections:  # figures, tables and equations alone
+                return set()
+            case (Needs.TEXT, _) | (Needs.ROWS | Needs.SECTIONS, None):  # the text tells them
+                return full
+            case Needs.ROWS, _:
+                return set()
+            case Needs.SECTIONS, Overview() as overview:
+                outline = [row.section for row in overview.sections]
+            case unknown:
+                assert_never(unknown)
+        chosen = _select_sections(outline, request.sections)
+        if isinstance(chosen, str):
+            return set()  # the answer is the error that lists the outline's sections
+        pages: set[int] = set()
+        for section in chosen:
+            end = _end_of(outline, outline.index(section))
+            # where the heading after it is
+            last = outline[end].page if end < len(outline) else self.structure.page_count
+            pages.update(range(max(1, section.page), last + 1)[:max_pages])
+        text = self.text(False, max_pages, title) if pages <= self.pages.keys() else None
+        # a heading the converted text lacks waits for nothing: the answer says so
+        if text and not all(
+            text.is_whole(section) for section in chosen if section in text.sections
+        ):
+            later_pages = range(max(pages), self.structure.page_count + 1)
+            pages.update(next(([page] for page in later_pages if page not in self.pages), []))
+        return pages
+
+    def answer(
+        self, paper: Paper, request: ReadRequest, pdf: "_PdfState", needed: set[int], max_pages: int
+    ) -> "Reading | None":
+        """Once the pages that ``request`` needs are converted."""
+        if (visuals := self.with_pdf(Reading(paper, None), needed)) is None:
+            return None
+        match request.mode.needs, self.structure.overview:
+            case Needs.METADATA | Needs.PASSAGES, overview:  # the raw text, the outline's sections
+                return dataclasses.replace(
+                    visuals, overview=overview, passages=self.structure.passages
+                )
+            case Needs.SECTIONS, overview if not request.sections:  # figures, tables, equations
+                return dataclasses.replace(visuals, overview=overview)
+            case Needs.TEXT, _:
+                return dataclasses.replace(visuals, text=self.text(True, max_pages, paper.title))
+            case Needs.ROWS | Needs.SECTIONS as needs, None:  # the converted text tells them
+                text = self.text(True, max_pages, paper.title)
+                told = overview_of(text) if needs is Needs.ROWS else None
+                return dataclasses.replace(visuals, text=text, overview=told)
+            case Needs.ROWS | Needs.SECTIONS, Overview() as overview:
+                text = self.text(False, max_pages, paper.title)  # the sections' pages
+                return dataclasses.replace(visuals, text=text, overview=overview.measured(text))
+            case unknown:
+                assert_never(unknown)
+
+    def with_pdf(self, reading: "Reading", needed: set[int]) -> "Reading | None":
+        """``reading`` with the PDF, its captions and the regions of its converted pages, once the
+        ``needed`` pages are converted; None before."""
+        if not self.structured or not needed <= self.pages.keys():
+            return None
+        return dataclasses.replace(
+            reading,
+            captions=self.structure.captions,
+            pdf=self.data,
+            regions=tuple(r for page in sorted(self.regions) for r in self.regions[page]),
+        )
+
+    def text(self, full: bool, max_pages: int, title: str) -> PaperText:
+        """The converted text: the full text's pages, or every converted page with the gaps left
+        empty (the same text once every page is converted, and then made once)."""
+        converted = len(self.pages)
+        numbers = self.full_pages(max_pages) if full else range(1, max(self.pages, default=0) + 1)
+        complete = full or converted == self.structure.page_count
+        key = (numbers.stop, complete)
+        if (memo := self.texts.get(key)) is not None and memo[0] == converted:
+            return memo[1]
+        pdf = PdfText(
+            tuple(self.pages.get(page, "") for page in numbers),
+            self.structure.page_count,
+            self.structure.outline,
+            frozenset(page for page in numbers if page not in self.pages),
+        )
+        text = PaperText.from_pdf(pdf, title, complete=complete)
+        # older texts are outdated
+        self.texts = {k: v for k, v in self.texts.items() if v[0] == converted}
+        self.texts[key] = (converted, text)
+        return text
 
 
 @dataclass(eq=False)
@@ -6717,13 +6872,45 @@ class _MetadataState:
 
 
 @dataclass(eq=False)
-class _HtmlState:
+class _HtmlState(_TextSource):
     """A paper's text from arXiv's HTML, when arXiv has it and the source allows: the parsed page
-    and its overview, or (for the source "html") why it cannot be had.  The library writes it."""
+    and its overview, or (for the source "html") why it cannot be had.  Its figures, tables and
+    equations are images of its PDF's pages."""
 
     parsed: HtmlPaper | None = None
     overview: Overview | None = None
-    error: ArxivError | None = None
+
+    def parsed_text(self) -> HtmlPaper | None:
+        return self.parsed
+
+    def section_pages(
+        self, request: ReadRequest, pdf: "_PdfState", max_pages: int, title: str
+    ) -> set[int]:
+        return set()  # its text is whole
+
+    def background_pages(self, max_pages: int) -> list[int]:
+        return []  # only the pages of the images asked for
+
+    def answer(
+        self, paper: Paper, request: ReadRequest, pdf: "_PdfState", needed: set[int], max_pages: int
+    ) -> "Reading | None":
+        """Its text at once; for figures, tables and equations as images, once its PDF's pages that
+        hold them are converted (or with why they cannot be)."""
+        assert self.parsed is not None  # the paper's text only once parsed
+        reading = Reading(
+            paper,
+            self.parsed.text,
+            overview=self.overview,
+            passages=self.parsed.passages,
+            captions=self.parsed.captions,
+            equations=self.parsed.equations,
+            places=self.parsed.places,
+        )
+        if not any(visual.kind for visual in request.visuals):
+            return reading
+        if pdf.error is not None:
+            return dataclasses.replace(reading, image_error=str(pdf.error))
+        return pdf.with_pdf(reading, needed)
 
 
 @dataclass(eq=False)
@@ -6754,25 +6941,44 @@ class _PaperState:
     html: _HtmlState = dataclasses.field(default_factory=_HtmlState)
     pdf: _PdfState = dataclasses.field(default_factory=_PdfState)
     callers: _Callers = dataclasses.field(default_factory=_Callers)
-    from_disk: bool = False  # its text's download came from the disk cache
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     forgotten: bool = False  # evicted from the cache: its PDF work stops
 
     @property
+    def text(self) -> _TextSource:
+        """The source its text is read from: arXiv's HTML once it is parsed, else the PDF."""
+        return self.html if self.html.parsed is not None else self.pdf
+
+    @property
     def paper(self) -> Paper | None:
-        """The API's metadata; while it is missing, the paper's own (its HTML's, or its PDF's first
-        page once its structure is read); else None."""
-        html, missing = self.html.parsed, self.metadata.missing
-        front = html.front if html else self.pdf.structure.front if self.pdf.structured else None
-        if self.metadata.paper is not None or front is None or missing is None:
+        """The API's metadata; while it is missing, the paper's own (its text's front matter, once
+        read); else None."""
+        parsed, missing = self.text.parsed_text(), self.metadata.missing
+        if self.metadata.paper is not None or parsed is None or missing is None:
             return self.metadata.paper
-        return own_paper(self.arxiv_id, front, _api_trouble(missing))
+        return own_paper(self.arxiv_id, parsed.front, _api_trouble(missing))
 
     @property
     def text_error(self) -> ArxivError | None:
-        """Why its text cannot be had: the HTML's failure (for the source "html"), or the PDF's for
-        a paper not read from HTML."""
-        return None if self.html.parsed is not None else self.html.error or self.pdf.error
+        """Why its text cannot be had: the HTML's failure (for the source "html"), or its source's
+        (an HTML parsed has none)."""
+        return self.html.error or self.text.error
+
+    @property
+    def hidden(self) -> tuple[Hidden, ...]:
+        """The hidden passages of the text it is read from."""
+        return parsed.hidden if (parsed := self.text.parsed_text()) else ()
+
+    def pages_needed(self, request: ReadRequest, max_pages: int) -> set[int]:
+        """The pages of its PDF still to convert for ``request``: those of its figures, tables and
+        equations, and those its text needs (``_TextSource.section_pages``)."""
+        if not self.pdf.structured or self.pdf.error is not None:
+            return set()
+        title = self.paper.title if self.paper else ""
+        return set().union(
+            self.text.section_pages(request, self.pdf, max_pages, title),
+            *(self.pdf.visual_pages(visual) for visual in request.visuals),
+        )
 
     @property
     def key(self) -> tuple[str, str]:
@@ -7106,14 +7312,10 @@ class Scheduler:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(
                 state, wanted[0]
             )
-        rest = [
-            page
-            for page in state.pdf.full_pages(self.settings().max_pages)
-            if page not in state.pdf.pages
-        ]
+        rest = state.text.background_pages(self.settings().max_pages)
         # A page nobody waits for is not begun while a caller waits for a download: its structure
-        # pass goes next. A paper read from HTML converts only the pages of the images asked for.
-        if rest and state.html.parsed is None and state in self._recent and not self.downloading():
+        # pass goes next.
+        if rest and state in self._recent and not self.downloading():
             return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(
                 state, rest[0]
             )
@@ -7144,11 +7346,7 @@ class Scheduler:
                 state.forgotten
                 or state.pdf.error is not None
                 or state.pdf.structured
-                and (
-                    state.html.parsed is not None
-                    or set(state.pdf.full_pages(self.settings().max_pages))
-                    <= state.pdf.pages.keys()
-                )
+                and not state.text.background_pages(self.settings().max_pages)
             ):
                 self._papers.remove(state)
         return min(jobs, key=lambda job: job[0])[1:] if jobs else None
@@ -7282,7 +7480,12 @@ class PaperLibrary:
         self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
         self.scheduler = Scheduler(
             lambda: self.settings,
-            self._wanted_pages,
+            lambda state: set().union(
+                *(
+                    state.pages_needed(request, self.settings.max_pages)
+                    for request in state.callers.wants
+                )
+            ),
             self._job_done,
             self._downloading,
             self.limiter.clock,
@@ -7426,14 +7629,10 @@ class PaperLibrary:
         searched go first)."""
         with self.scheduler.changed:
             texts = {
-                state.paper.arxiv_id: _findable(
-                    state.paper.arxiv_id,
-                    state.paper.title,
-                    state.html.parsed or state.pdf.structure,
-                )
+                state.paper.arxiv_id: _findable(state.paper.arxiv_id, state.paper.title, parsed)
                 for state in self._states.values()
                 if state.paper is not None
-                and (state.html.parsed or state.pdf.structured)
+                and (parsed := state.text.parsed_text())
                 and not state.forgotten
             }
         yield from texts.values()
@@ -7525,8 +7724,8 @@ class PaperLibrary:
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
         """Start what a waiting read needs that no one has started: the PDF of a paper read from
-        HTML, for its images (once)."""
-        if state.html.parsed is not None and not state.pdf.wanted and not state.loading:
+        another source, for its images (once)."""
+        if not state.pdf.wanted and not state.loading:
             state.pdf.wanted = True
             threading.Thread(
                 target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
@@ -7584,8 +7783,7 @@ class PaperLibrary:
             state.loading = False
             if (
                 state.metadata.error is not None
-                or state.html.parsed is None
-                and state.text_error is not None
+                or state.text_error is not None
                 and (state.text_error.transient or state.metadata.missing is not None)
             ):
                 # Not cached: the next call tries again.
@@ -7646,7 +7844,7 @@ class PaperLibrary:
                 return
         overview = overview_of(html.text)
         with self.scheduler.changed:
-            state.html.parsed, state.html.overview, state.from_disk = html, overview, from_disk
+            state.html.parsed, state.html.overview, state.html.from_disk = html, overview, from_disk
             self.scheduler.changed.notify_all()
 
     def _download_html(self, state: _PaperState, version: str) -> str:
@@ -7688,9 +7886,7 @@ class PaperLibrary:
             structure = _load_text_part(disk_text, "structure", Structure)
             with changed:
                 state.pdf.data, state.pdf.disk_text = pdf, disk_text
-                state.from_disk = (
-                    state.from_disk or pdf_on_disk is not None and state.html.parsed is None
-                )
+                state.pdf.from_disk = pdf_on_disk is not None
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.scheduler.add(state)
@@ -7795,70 +7991,6 @@ class PaperLibrary:
             for state in self._states.values()
         )
 
-    def _wanted_pages(self, state: _PaperState) -> set[int]:
-        """The pages that the paper's waiting callers need."""
-        return set().union(*(self._pages_needed(state, request) for request in state.callers.wants))
-
-    def _pages_needed(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages still to convert for ``request``."""
-        if not state.pdf.structured or state.pdf.error is not None:
-            return set()
-        pages = set().union(*(self._visual_pages(state, visual) for visual in request.visuals))
-        return (
-            pages if state.html.parsed is not None else pages | self._section_pages(state, request)
-        )
-
-    def _visual_pages(self, state: _PaperState, visual: VisualRequest) -> set[int]:
-        """The pages where a figure, table or equation is, or may be."""
-        if any(
-            visual.matches(r.kind, r.number)
-            for regions in state.pdf.regions.values()
-            for r in regions
-        ):
-            return set()
-        if visual.kind == "Equation":
-            return set(
-                state.pdf.structure.equations.get(visual.number.upper(), ())[:_EQUATION_CANDIDATES]
-            )
-        return {c.page for c in state.pdf.structure.captions if visual.matches(c.kind, c.number)}
-
-    def _section_pages(self, state: _PaperState, request: ReadRequest) -> set[int]:
-        """The pages that ``request``'s text needs: none for passages, figures alone or the
-        outline's overview; the full text's without an outline; else the pages of the sections it
-        names, from the outline's rows, and the page after them while the converted text shows
-        that a section runs on past them."""
-        full = set(state.pdf.full_pages(self.settings.max_pages))
-        match request.mode.needs, state.pdf.structure.overview:
-            case Needs.METADATA | Needs.PASSAGES, _:
-                return set()
-            case Needs.SECTIONS, _ if not request.sections:  # figures, tables and equations alone
-                return set()
-            case (Needs.TEXT, _) | (Needs.OUTLINE | Needs.SECTIONS, None):  # the text tells them
-                return full
-            case Needs.OUTLINE, _:
-                return set()
-            case Needs.SECTIONS, Overview() as overview:
-                outline = [row.section for row in overview.sections]
-            case unknown:
-                assert_never(unknown)
-        chosen = _select_sections(outline, request.sections)
-        if isinstance(chosen, str):
-            return set()  # the answer is the error that lists the outline's sections
-        pages: set[int] = set()
-        for section in chosen:
-            end = _end_of(outline, outline.index(section))
-            # where the heading after it is
-            last = outline[end].page if end < len(outline) else state.pdf.structure.page_count
-            pages.update(range(max(1, section.page), last + 1)[: self.settings.max_pages])
-        text = self._text(state, full=False) if pages <= state.pdf.pages.keys() else None
-        # a heading the converted text lacks waits for nothing: the answer says so
-        if text and not all(
-            text.is_whole(section) for section in chosen if section in text.sections
-        ):
-            later_pages = range(max(pages), state.pdf.structure.page_count + 1)
-            pages.update(next(([page] for page in later_pages if page not in state.pdf.pages), []))
-        return pages
-
     def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
         """The Reading for ``request``, or None while what it needs is missing."""
         if state.metadata.error is not None:
@@ -7867,127 +7999,24 @@ class PaperLibrary:
             if (
                 state.metadata.missing is not None
                 and not state.loading
-                and (
-                    state.text_error is not None
-                    or state.html.parsed is None
-                    and state.pdf.data is None
-                )
+                and (state.text_error is not None or state.pdf.data is None)
             ):
                 raise state.metadata.missing  # neither the API nor the paper can tell what it is
             return None
-        reading = (
-            self._html_answer(state, paper, state.html.parsed, request)
-            if state.html.parsed is not None
-            else self._pdf_answer(state, paper, request)
-        )
+        if state.text_error is not None:
+            return Reading(paper, None, str(state.text_error), state.text_error.transient)
+        needed = state.pages_needed(request, self.settings.max_pages)
+        reading = state.text.answer(paper, request, state.pdf, needed, self.settings.max_pages)
         if reading is not None:
             reading = dataclasses.replace(
-                reading, hidden=self._hidden(state), sections=_chosen_sections(reading, request)
+                reading, hidden=state.hidden, sections=_chosen_sections(reading, request)
             )
-        if reading is not None and reading.overview is not None and state.from_disk:
+        if reading is not None and reading.overview is not None and state.text.from_disk:
             overview = dataclasses.replace(
                 reading.overview, source=f"{reading.overview.source}, kept on disk"
             )
             return dataclasses.replace(reading, overview=overview)
         return reading
-
-    @staticmethod
-    def _hidden(state: _PaperState) -> tuple[Hidden, ...]:
-        """The hidden passages of the text a paper is read from."""
-        return (
-            state.html.parsed.hidden
-            if state.html.parsed is not None
-            else state.pdf.structure.hidden
-        )
-
-    def _pdf_answer(self, state: _PaperState, paper: Paper, request: ReadRequest) -> Reading | None:
-        """The Reading of a paper read from its PDF, once its pages that ``request`` needs are
-        converted."""
-        if state.text_error is not None:
-            return Reading(paper, None, str(state.text_error), state.text_error.transient)
-        if (visuals := self._with_pdf(state, request, Reading(paper, None))) is None:
-            return None
-        match request.mode.needs, state.pdf.structure.overview:
-            case Needs.METADATA | Needs.PASSAGES, overview:  # the raw text, the outline's sections
-                return dataclasses.replace(
-                    visuals, overview=overview, passages=state.pdf.structure.passages
-                )
-            case Needs.SECTIONS, overview if not request.sections:  # figures, tables, equations
-                return dataclasses.replace(visuals, overview=overview)
-            case Needs.TEXT, _:
-                return dataclasses.replace(visuals, text=self._text(state, full=True))
-            case Needs.OUTLINE | Needs.SECTIONS as needs, None:  # the converted text tells them
-                text = self._text(state, full=True)
-                told = overview_of(text) if needs is Needs.OUTLINE else None
-                return dataclasses.replace(visuals, text=text, overview=told)
-            case Needs.OUTLINE | Needs.SECTIONS, Overview() as overview:
-                text = self._text(state, full=False)  # the sections' pages (``_section_pages``)
-                return dataclasses.replace(visuals, text=text, overview=overview.measured(text))
-            case unknown:
-                assert_never(unknown)
-
-    def _html_answer(
-        self, state: _PaperState, paper: Paper, html: HtmlPaper, request: ReadRequest
-    ) -> Reading | None:
-        """The Reading of a paper read from HTML: its text at once; for figures, tables and
-        equations as images, once its PDF's pages that hold them are converted (or with why they
-        cannot be)."""
-        reading = Reading(
-            paper,
-            html.text,
-            overview=state.html.overview,
-            passages=html.passages,
-            captions=html.captions,
-            equations=html.equations,
-            places=html.places,
-        )
-        if not any(visual.kind for visual in request.visuals):
-            return reading
-        if state.pdf.error is not None:
-            return dataclasses.replace(reading, image_error=str(state.pdf.error))
-        return self._with_pdf(state, request, reading)
-
-    def _with_pdf(
-        self, state: _PaperState, request: ReadRequest, reading: Reading
-    ) -> Reading | None:
-        """``reading`` with the PDF, its captions and the regions of its converted pages, once the
-        pages that
-        ``request`` needs are converted; None before."""
-        if not state.pdf.structured or any(
-            page not in state.pdf.pages for page in self._pages_needed(state, request)
-        ):
-            return None
-        return dataclasses.replace(
-            reading,
-            captions=state.pdf.structure.captions,
-            pdf=state.pdf.data,
-            regions=tuple(r for page in sorted(state.pdf.regions) for r in state.pdf.regions[page]),
-        )
-
-    def _text(self, state: _PaperState, full: bool) -> PaperText:
-        """The converted text: the full text's pages, or every converted page with the gaps left
-        empty (the same text once every page is converted, and then made once)."""
-        converted = len(state.pdf.pages)
-        numbers = (
-            state.pdf.full_pages(self.settings.max_pages)
-            if full
-            else range(1, max(state.pdf.pages, default=0) + 1)
-        )
-        complete = full or converted == state.pdf.structure.page_count
-        key = (numbers.stop, complete)
-        if (memo := state.pdf.texts.get(key)) is not None and memo[0] == converted:
-            return memo[1]
-        pdf = PdfText(
-            tuple(state.pdf.pages.get(page, "") for page in numbers),
-            state.pdf.structure.page_count,
-            state.pdf.structure.outline,
-            frozenset(page for page in numbers if page not in state.pdf.pages),
-        )
-        text = PaperText.from_pdf(pdf, state.paper.title if state.paper else "", complete=complete)
-        # older texts are outdated
-        state.pdf.texts = {k: v for k, v in state.pdf.texts.items() if v[0] == converted}
-        state.pdf.texts[key] = (converted, text)
-        return text
 
     def _late(self, state: _PaperState) -> Reading:
         """What a call past its deadline gets: the metadata with a note, the estimated overview."""
@@ -8009,7 +8038,7 @@ class PaperLibrary:
             ),
             transient=True,
             overview=state.pdf.structure.overview,
-            hidden=self._hidden(state),
+            hidden=state.hidden,
         )
 
     def _evict(self) -> None:
@@ -8194,13 +8223,7 @@ def read_answer(
     the passages that ``find`` names, or figures, tables and equations as images
     (``parse_read``)."""
     library = library or LIBRARY
-    arxiv_id = parse_arxiv_id(paper)
-    if (
-        arxiv_id is None
-        and len(several := [part for part in re.split(r"[,\s]+", paper) if part]) > 1
-    ):
-        return Answer(find_in_papers(several, find, section, library=library))
-    if arxiv_id is None:
+    if (arxiv_id := parse_arxiv_id(paper)) is None:
         return Answer(
             f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
             "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a "
@@ -8304,6 +8327,13 @@ def answer_sections(call: ReadCall) -> Answer:
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
 
 
+def several_papers(paper: str | None) -> list[str] | None:
+    """The papers that ``paper`` names when it names more than one (ids or URLs separated by commas
+    or spaces), else None."""
+    named = [part for part in re.split(r"[,\s]+", paper or "") if part]
+    return named if len(named) > 1 and parse_arxiv_id(paper or "") is None else None
+
+
 def find_in_papers(
     papers: Sequence[str] | None,
     find: str | None,
@@ -8371,13 +8401,11 @@ def answer_bibtex(call: ReadCall) -> Answer:
 READ_MODES = {
     mode.name: mode
     for mode in (
-        ReadMode(
-            name="overview", words=("", "overview"), needs=Needs.OUTLINE, answer=answer_overview
-        ),
+        ReadMode(name="overview", words=("", "overview"), needs=Needs.ROWS, answer=answer_overview),
         ReadMode(
             name="outline",
             words=("outline",),
-            needs=Needs.OUTLINE,
+            needs=Needs.ROWS,
             answer=answer_outline,
             within=True,
         ),
@@ -8503,7 +8531,19 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) ->
 TOOL_MODES = {
     mode.name: mode
     for mode in (
-        ToolMode(  # a paper (``read_answer``), or ``find`` across several
+        ToolMode(  # ``find`` across the papers named, or every paper read so far
+            name="find across",
+            asks=lambda call: (
+                several_papers(call.paper) is not None
+                or bool(call.find)
+                and not call.paper
+                and not call.searching
+            ),
+            answer=lambda call, library, _: Answer(
+                find_in_papers(several_papers(call.paper), call.find, call.section, library=library)
+            ),
+        ),
+        ToolMode(  # one paper (``read_answer``)
             name="read",
             asks=lambda call: bool(call.paper),
             answer=lambda call, library, on_progress: read_answer(
@@ -8515,13 +8555,6 @@ TOOL_MODES = {
             ),
         ),
         ToolMode(name="listing", asks=asks_for_listing, answer=answer_listing),
-        ToolMode(  # across every paper read so far
-            name="find across",
-            asks=lambda call: bool(call.find) and not call.searching,
-            answer=lambda call, library, _: Answer(
-                find_in_papers(None, call.find, call.section, library=library)
-            ),
-        ),
         ToolMode(  # one page of an API search
             name="search",
             asks=lambda call: call.searching and not call.find,
