@@ -38,6 +38,7 @@ import os
 # $TMPDIR and ~/.cache on import unless this is set first.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+import abc
 import argparse
 import atexit
 import bisect
@@ -6700,26 +6701,26 @@ class _TextSource:
     # why it cannot be had (the PDF's: its text, or for a paper read from HTML its images)
     error: ArxivError | None = None
 
+    @abc.abstractmethod
     def parsed_text(self) -> "HtmlPaper | Structure | None":
         """Its text as it is kept on disk, with the front matter, passages and hidden passages;
         None before it is read."""
-        raise NotImplementedError
 
-    def section_pages(
-        self, request: ReadRequest, pdf: "_PdfState", max_pages: int, title: str
-    ) -> set[int]:
-        """The pages of the paper's PDF that ``request``'s text needs converted."""
-        raise NotImplementedError
-
-    def background_pages(self, max_pages: int) -> list[int]:
-        """The pages of the PDF to convert while nobody waits, in order."""
-        raise NotImplementedError
-
+    @abc.abstractmethod
     def answer(
         self, paper: Paper, request: ReadRequest, pdf: "_PdfState", needed: set[int], max_pages: int
     ) -> "Reading | None":
         """The Reading for ``request``, or None while the PDF's ``needed`` pages are converting."""
-        raise NotImplementedError
+
+    def section_pages(self, request: ReadRequest, max_pages: int, title: str) -> set[int]:
+        """The pages of the paper's PDF that ``request``'s text needs converted: none for a text
+        read whole."""
+        return set()
+
+    def background_pages(self, max_pages: int) -> list[int]:
+        """The pages of the PDF to convert while nobody waits, in order: none for a text read
+        whole (only the pages of the images asked for)."""
+        return []
 
 
 @dataclass(eq=False)
@@ -6762,9 +6763,7 @@ class _PdfState(_TextSource):
             )
         return {c.page for c in self.structure.captions if visual.matches(c.kind, c.number)}
 
-    def section_pages(
-        self, request: ReadRequest, pdf: "_PdfState", max_pages: int, title: str
-    ) -> set[int]:
+    def section_pages(self, request: ReadRequest, max_pages: int, title: str) -> set[int]:
         """None for passages, figures alone or the outline's overview; the full text's without an
         outline; else the pages of the sections it names, from the outline's rows, and the page
         after them while the converted text shows that a section runs on past them."""
@@ -6883,14 +6882,6 @@ class _HtmlState(_TextSource):
     def parsed_text(self) -> HtmlPaper | None:
         return self.parsed
 
-    def section_pages(
-        self, request: ReadRequest, pdf: "_PdfState", max_pages: int, title: str
-    ) -> set[int]:
-        return set()  # its text is whole
-
-    def background_pages(self, max_pages: int) -> list[int]:
-        return []  # only the pages of the images asked for
-
     def answer(
         self, paper: Paper, request: ReadRequest, pdf: "_PdfState", needed: set[int], max_pages: int
     ) -> "Reading | None":
@@ -6920,6 +6911,17 @@ class _Callers:
 
     wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
     listeners: list[Progress] = dataclasses.field(default_factory=list)
+
+    def tell(
+        self, lock: threading.Condition, message: str, done: float = 0, total: float | None = None
+    ) -> None:
+        """Tell the listeners a step of the read, read with ``lock`` held and called without it (a
+        listener's failure never fails the read)."""
+        with lock:
+            listeners = list(self.listeners)
+        for listener in listeners:
+            with contextlib.suppress(Exception):
+                listener(done, total, message)
 
 
 @dataclass(eq=False)
@@ -6976,7 +6978,7 @@ class _PaperState:
             return set()
         title = self.paper.title if self.paper else ""
         return set().union(
-            self.text.section_pages(request, self.pdf, max_pages, title),
+            self.text.section_pages(request, max_pages, title),
             *(self.pdf.visual_pages(visual) for visual in request.visuals),
         )
 
@@ -7301,7 +7303,7 @@ class Scheduler:
         pdf = state.pdf.data
         if state.forgotten or state.pdf.error is not None or pdf is None:
             return (
-                ((JOB_CLOSE,), lambda: self._close(state))
+                ((JOB_CLOSE,), lambda: self.converter.close(state.key))
                 if self.converter.holds(state.key)
                 else None
             )
@@ -7320,7 +7322,9 @@ class Scheduler:
                 state, rest[0]
             )
         return (
-            ((JOB_CLOSE,), lambda: self._close(state)) if self.converter.holds(state.key) else None
+            ((JOB_CLOSE,), lambda: self.converter.close(state.key))
+            if self.converter.holds(state.key)
+            else None
         )
 
     def _pdf_coming(self) -> bool:
@@ -7405,11 +7409,6 @@ class Scheduler:
                 _store_text_part(state.pdf.disk_text, f"page {page}", record)
         return page, converted
 
-    def _close(self, state: _PaperState) -> None:
-        """Close the PDF of a paper with no work left (it is opened again if pages are asked
-        for)."""
-        self.converter.close(state.key)
-
     @contextlib.contextmanager
     def request_turn(
         self, urgency: Callable[[], int], deadline: float | None = None, *, url: str = ""
@@ -7449,6 +7448,330 @@ class Scheduler:
             with self.changed:
                 self._requesting.discard(host)
                 self.changed.notify_all()
+
+
+class Catalogue:
+    """What arXiv's search and announcements said, for reading their papers with no request: a
+    search's entries stand for their papers' metadata (``remember``), and the latest announcements
+    are kept until the next day's.  It owns its lock, ``_lock``, held for its two collections alone
+    (never while waiting for arXiv, and it takes no other); it asks its library for the settings,
+    the limiter and the disk cache."""
+
+    def __init__(self, library: "PaperLibrary"):
+        self.library = library
+        self._lock = threading.Lock()
+        # The entries of recent searches by id, with and without their version: (when, metadata);
+        # oldest first.
+        self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
+        # the latest announcements asked for, by feed (``listing_name``); oldest first
+        self._listings: OrderedDict[str, Listing] = OrderedDict()
+
+    def remember(self, papers: Sequence[Paper]) -> None:
+        """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never
+        the list)."""
+        now = self.library.limiter.clock()
+        with self._lock:
+            for paper in papers:
+                for key in dict.fromkeys((paper.arxiv_id, _split_version(paper.arxiv_id)[0])):
+                    self._searched[key] = (now, paper)
+                    self._searched.move_to_end(key)
+            while len(self._searched) > _SEARCHED_ENTRIES:
+                self._searched.popitem(last=False)
+
+    def searched(self, arxiv_id: str) -> Paper | None:
+        """The metadata a recent search gave for ``arxiv_id`` (without a version: its latest), or
+        None."""
+        with self._lock:
+            when, paper = self._searched.get(arxiv_id, (0.0, None))
+        return (
+            paper
+            if paper is not None and self.library.limiter.clock() - when <= _SEARCHED_TTL
+            else None
+        )
+
+    def listing(self, categories: Sequence[str], deadline: float) -> Listing:
+        """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
+        until the next day's: one request a day for every server on the cache's folder
+        (``_one_fetch``).  Its papers' metadata is remembered for reading them (``remember``)."""
+        name = listing_name(categories)
+        with self._lock:
+            listing = self._listings.get(name)
+        if listing is None or listing.current_until <= time.time():
+            with _one_fetch(self.library.cache, "listing", name, self.library.settings.deadline):
+                body = (
+                    self.library.cache.get("listing", name)
+                    if self.library.cache is not None
+                    else None
+                )
+                listing = _from_record(Listing, body)
+                if listing is None or listing.current_until <= time.time():
+                    listing = fetch_listing(
+                        categories,
+                        deadline=deadline,
+                        settings=self.library.settings,
+                        limiter=self.library.limiter,
+                    )
+                    if self.library.cache is not None:
+                        self.library.cache.put("listing", name, _record(listing))
+            with self._lock:
+                self._listings[name] = listing
+                self._listings.move_to_end(name)
+                while len(self._listings) > _LISTINGS_KEPT:
+                    self._listings.popitem(last=False)
+        self.remember([item.paper for item in listing.items])
+        return listing
+
+
+# The records of a paper's text kept on disk that ``find`` searches, by their part's name.
+_KEPT_TEXTS: dict[str, type[HtmlPaper] | type[Structure]] = {
+    "html": HtmlPaper,
+    "structure": Structure,
+}
+
+
+class FindCorpus:
+    """The texts kept on disk that ``find`` searches with no request, read one at a time and kept
+    in memory for the next search, ``_FIND_KEPT`` papers at most (the least recently searched go
+    first).  It owns its lock, ``_lock``, held for that memory alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, Findable] = OrderedDict()  # by key, oldest first
+
+    def kept_on_disk(self, cache: DiskCache, seen: set[str]) -> Iterator[Findable]:
+        """Each paper's text kept in ``cache`` (a parsed HTML page, a PDF's structure pass), but
+        those of the versions ``seen`` (a PDF's text and an HTML's of one version: the first)."""
+        for key in cache.keys("text"):
+            version, part, *_ = [*key.split(" "), ""]
+            if part not in _KEPT_TEXTS or key != _text_key(version, part) or version in seen:
+                continue
+            seen.add(version)
+            with self._lock:
+                text_read = self._kept.pop(key, None)
+            if text_read is None:
+                paper = _from_record(Paper, cache.get("meta", version, use=False))
+                text = _from_record(
+                    _KEPT_TEXTS[part],
+                    cache.get("text", key, use=False),
+                )
+                text_read = _findable(version, paper.title if paper else "", text) if text else None
+            if text_read is not None:
+                with self._lock:
+                    self._kept[key] = text_read
+                    while len(self._kept) > _FIND_KEPT:
+                        self._kept.popitem(last=False)
+                yield text_read
+
+
+class PaperDownloads:
+    """A paper's downloads, each in a thread of its own: its text (arXiv's HTML, else the PDF) and
+    its metadata (``load``), the PDF of a paper read from HTML for its images, and metadata asked
+    again (``refresh``).  It keeps no state: what each download brings is written into the paper's,
+    with the scheduler's condition held (the rule of ``_PaperState``), never while waiting for
+    arXiv; it asks its library for the settings, the limiter, the disk cache and the scheduler."""
+
+    def __init__(self, library: "PaperLibrary"):
+        self.library = library
+
+    def load(self, state: _PaperState) -> None:
+        """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes
+        before background work.  An id without a version asks the metadata first, to read the HTML
+        of the latest (or, when the API cannot answer, the latest that arXiv serves)."""
+        if state.source != "pdf":
+            if _split_version(state.arxiv_id)[1] is None and state.paper is None:
+                self.fetch_metadata(state)
+            if state.metadata.error is None:
+                self.fetch_html(state)
+        if state.html.parsed is None and state.source != "html" and state.metadata.error is None:
+            self.fetch_pdf(state)
+        if state.paper is None and state.metadata.error is None and state.metadata.missing is None:
+            self.fetch_metadata(state)
+
+    def fetch_html(self, state: _PaperState) -> None:
+        """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source
+        "auto", anything but a LaTeXML article of that version leaves it to the PDF."""
+        version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
+        cache, text_key = self.cache_for(version), _text_key(version, "html")
+        # another server may be fetching it
+        with _one_fetch(cache, "html", version, self.library.settings.deadline):
+            remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
+            # Kept on disk: the parsed text (by these rules), else the page.
+            html = (
+                _from_record(HtmlPaper, cache.get("text", text_key))
+                if cache and not remembered
+                else None
+            )
+            page_on_disk = (
+                cache.get("html", version) if cache and not remembered and html is None else None
+            )
+            from_disk = html is not None or page_on_disk is not None
+            try:
+                if remembered:  # a "no HTML" answer of the last day
+                    raise ArxivError(f"arXiv has no HTML for {version}.")
+                if html is None:
+                    page = (
+                        self.download_html(state, version)
+                        if page_on_disk is None
+                        else page_on_disk.decode("utf-8", errors="replace")
+                    )
+                    html = parse_html(page, version)
+                    if cache is not None:
+                        cache.put("text", text_key, _record(html))
+                        if page_on_disk is None:
+                            cache.put("html", version, page.encode())
+            except Exception as error:
+                failure = _as_arxiv_error(
+                    error, "arXiv's HTML of this paper could not be read (an internal error)."
+                )
+                log.info(
+                    "no HTML text for %s (%s)%s",
+                    version,
+                    failure,
+                    "; reading the PDF" * (state.source == "auto"),
+                )
+                if cache is not None and not remembered and not failure.transient:
+                    # a 404, the "No HTML" page, another version: for a day
+                    cache.put("nohtml", version, b"")
+                if state.source == "html":
+                    with self.library.scheduler.changed:
+                        state.html.error = failure
+                return
+        overview = overview_of(html.text)
+        with self.library.scheduler.changed:
+            state.html.parsed, state.html.overview, state.html.from_disk = html, overview, from_disk
+            self.library.scheduler.changed.notify_all()
+
+    def download_html(self, state: _PaperState, version: str) -> str:
+        """arXiv's HTML page of ``version``, in its turn; with the source "auto", with no patience
+        for a throttle: the PDF is read instead."""
+        state.callers.tell(self.library.scheduler.changed, "Downloading arXiv's HTML")
+        with self.library.scheduler.request_turn(
+            self.urgency(state, URGENT_PDF), url=self.library.settings.html_url
+        ):
+            return fetch_html(
+                version,
+                settings=self.library.settings,
+                limiter=self.library.limiter,
+                patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE,
+            )
+
+    def fetch_pdf(self, state: _PaperState) -> None:
+        """Download the paper's PDF and schedule its structure pass and pages."""
+        changed = self.library.scheduler.changed
+        state.callers.tell(self.library.scheduler.changed, "Downloading the PDF")
+        with changed:
+            state.pdf.wanted = True
+        version = state.paper.arxiv_id if state.paper else state.arxiv_id
+        cache = self.cache_for(version)
+        try:
+            with _one_fetch(cache, "pdf", version, self.library.settings.deadline):
+                pdf = pdf_on_disk = cache.get("pdf", version) if cache is not None else None
+                if pdf is None:
+                    with changed:
+                        self.library.scheduler.add(
+                            state
+                        )  # the converter starts while the PDF downloads
+                    with self.library.scheduler.request_turn(
+                        self.urgency(state, URGENT_PDF), url=self.library.settings.pdf_url
+                    ):
+                        pdf = fetch_pdf(
+                            version, settings=self.library.settings, limiter=self.library.limiter
+                        )
+                    if cache is not None:
+                        cache.put("pdf", version, pdf)
+            disk_text = (cache, version) if cache is not None else None
+            # here: an overview never waits for the converter
+            structure = _load_text_part(disk_text, "structure", Structure)
+            with changed:
+                state.pdf.data, state.pdf.disk_text = pdf, disk_text
+                state.pdf.from_disk = pdf_on_disk is not None
+                state.pdf.structure = structure or state.pdf.structure
+                # the structure pass and pages go on while the metadata waits its turn
+                self.library.scheduler.add(state)
+        except Exception as error:
+            with changed:
+                state.pdf.error = _as_arxiv_error(
+                    error, "The PDF could not be downloaded (an internal error).", transient=True
+                )
+                changed.notify_all()  # the converter waits for no download now
+
+    def fetch_metadata(self, state: _PaperState) -> None:
+        """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is
+        the paper's error; a failure that may pass leaves the paper to be read with metadata kept on
+        disk past its time, marked, or with the paper's own (``_PaperState.paper``)."""
+        try:
+            with _one_fetch(
+                self.library.cache, "meta", state.arxiv_id, self.library.settings.deadline
+            ):
+                on_disk = (
+                    self.library.cache.get("meta", state.arxiv_id, _CACHED_TTL)
+                    if self.library.cache is not None
+                    else None
+                )
+                if (paper := _from_record(Paper, on_disk)) is None:
+                    with self.library.scheduler.request_turn(
+                        self.urgency(state, URGENT_SMALL), url=self.library.settings.api_url
+                    ):
+                        paper = fetch_metadata(
+                            state.arxiv_id,
+                            deadline=self.library.limiter.clock() + _METADATA_WAIT,
+                            settings=self.library.settings,
+                            limiter=self.library.limiter,
+                            patience=0,
+                        )
+                    if self.library.cache is not None:
+                        self.library.cache.put("meta", state.arxiv_id, _record(paper))
+        except Exception as error:
+            failure = _as_arxiv_error(error, "An internal error occurred.")
+            stale = (
+                _from_record(Paper, self.library.cache.get("meta", state.arxiv_id))
+                if self.library.cache is not None
+                else None
+            )
+            with self.library.scheduler.changed:
+                if not failure.transient:
+                    state.metadata.error = failure
+                elif stale is not None:
+                    state.metadata.paper = dataclasses.replace(
+                        stale,
+                        provenance=f"Metadata kept from an earlier read: {_api_trouble(failure)}.",
+                    )
+                else:
+                    state.metadata.missing = failure
+        else:
+            with self.library.scheduler.changed:
+                state.metadata.paper, state.metadata.missing = paper, None
+        finally:
+            with self.library.scheduler.changed:
+                state.metadata.refreshing = False
+                self.library.scheduler.changed.notify_all()
+
+    def refresh(self, state: _PaperState) -> None:
+        """Ask the API again, in the background, for metadata that came from the paper itself, once
+        its throttle has cooled down: this read answers with what it has, the next with the
+        API's."""
+        if (
+            state.paper is None
+            or not state.paper.provenance
+            or state.loading
+            or state.metadata.refreshing
+            or self.library.limiter.cooling(_service(self.library.settings.api_url))
+        ):
+            return
+        state.metadata.refreshing = True
+        threading.Thread(
+            target=self.fetch_metadata, args=(state,), name="arxiv-metadata", daemon=True
+        ).start()
+
+    def cache_for(self, version: str) -> DiskCache | None:
+        """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
+        changes."""
+        return self.library.cache if _split_version(version)[1] is not None else None
+
+    def urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
+        """A request's urgency: ``waited_for`` while a caller waits for the paper, else background
+        work."""
+        return lambda: waited_for if state.callers.wants else URGENT_BACKGROUND
 
 
 class PaperLibrary:
@@ -7494,13 +7817,9 @@ class PaperLibrary:
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
         self._states: OrderedDict[tuple[str, str], _PaperState] = OrderedDict()
-        # The entries of recent searches by id, with and without their version: (when, metadata);
-        # oldest first.
-        self._searched: OrderedDict[str, tuple[float, Paper]] = OrderedDict()
-        # texts read from disk for ``find``, by key
-        self._kept_texts: OrderedDict[str, Findable] = OrderedDict()
-        # the latest announcements asked for, by feed (``listing_name``); oldest first
-        self._listings: OrderedDict[str, Listing] = OrderedDict()
+        self.catalogue = Catalogue(self)
+        self.find_corpus = FindCorpus()
+        self.downloads = PaperDownloads(self)
 
     @classmethod
     def of_the_machine(cls, settings: Settings) -> "PaperLibrary":
@@ -7512,24 +7831,6 @@ class PaperLibrary:
             log.info("arXiv's rate limit is kept per process: the disk cache is off")
         limiter = SharedLimiter(settings.min_interval, cache.folder) if cache else None
         return cls(settings, limiter, cache, (ConverterProcess(), ConverterProcess(layout=False)))
-
-    def remember(self, papers: Sequence[Paper]) -> None:
-        """Keep a search's entries as their papers' metadata for ``_SEARCHED_TTL`` seconds (never
-        the list)."""
-        now = self.limiter.clock()
-        with self.scheduler.changed:
-            for paper in papers:
-                for key in dict.fromkeys((paper.arxiv_id, _split_version(paper.arxiv_id)[0])):
-                    self._searched[key] = (now, paper)
-                    self._searched.move_to_end(key)
-            while len(self._searched) > _SEARCHED_ENTRIES:
-                self._searched.popitem(last=False)
-
-    def _searched_paper(self, arxiv_id: str) -> Paper | None:
-        """The metadata a recent search gave for ``arxiv_id`` (without a version: its latest), or
-        None."""
-        when, paper = self._searched.get(arxiv_id, (0.0, None))
-        return paper if paper is not None and self.limiter.clock() - when <= _SEARCHED_TTL else None
 
     def cached(self, arxiv_id: str, source: str | None = None) -> Reading | None:
         """The paper with its full text, once it is read (and converted), else None."""
@@ -7543,7 +7844,7 @@ class PaperLibrary:
         """The API's metadata of the paper alone: the known one (in memory, else kept on disk for a
         day), or one API request (with no patience for a throttle), kept, with no download."""
         with self.scheduler.changed:
-            known = self._searched_paper(arxiv_id) or next(
+            known = self.catalogue.searched(arxiv_id) or next(
                 (
                     state.paper
                     for (known_id, _), state in self._states.items()
@@ -7569,59 +7870,6 @@ class PaperLibrary:
             self.cache.put("meta", arxiv_id, _record(paper))
         return paper
 
-    def listing(self, categories: Sequence[str], deadline: float) -> Listing:
-        """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
-        until the next day's: one request a day for every server on the cache's folder
-        (``_one_fetch``).  Its papers' metadata is remembered for reading them (``remember``)."""
-        name = listing_name(categories)
-        with self.scheduler.changed:
-            listing = self._listings.get(name)
-        if listing is None or listing.current_until <= time.time():
-            with _one_fetch(self.cache, "listing", name, self.settings.deadline):
-                body = self.cache.get("listing", name) if self.cache is not None else None
-                listing = _from_record(Listing, body)
-                if listing is None or listing.current_until <= time.time():
-                    listing = fetch_listing(
-                        categories, deadline=deadline, settings=self.settings, limiter=self.limiter
-                    )
-                    if self.cache is not None:
-                        self.cache.put("listing", name, _record(listing))
-            with self.scheduler.changed:
-                self._listings[name] = listing
-                self._listings.move_to_end(name)
-                while len(self._listings) > _LISTINGS_KEPT:
-                    self._listings.popitem(last=False)
-        self.remember([item.paper for item in listing.items])
-        return listing
-
-    def named_texts(
-        self, papers: Sequence[str], deadline: float, request: ReadRequest
-    ) -> tuple[list[Findable], list[str]]:
-        """The named papers (ids or URLs) read at once, each as one ``find`` reads it, and a line
-        for each that cannot be read now (not an id, not found, throttled, past ``deadline``)."""
-
-        def one(text: str) -> Findable | str:
-            if (arxiv_id := parse_arxiv_id(text)) is None:
-                return f"{_quote_input(text)}: not an arXiv id or URL"
-            try:
-                reading = self.read(arxiv_id, deadline, request=request)
-            except ArxivError as error:
-                return f"**{arxiv_id}**: {error}"
-            if reading.text_error:
-                return (
-                    f"**{reading.paper.arxiv_id}**: its text is unavailable: {reading.text_error}"
-                )
-            sections = (
-                [row.section for row in reading.overview.sections] if reading.overview else []
-            )
-            return Findable(reading.paper.arxiv_id, reading.paper.title, reading.passages, sections)
-
-        with concurrent.futures.ThreadPoolExecutor(
-            len(papers), thread_name_prefix="arxiv-find"
-        ) as pool:
-            read = list(pool.map(one, dict.fromkeys(papers)))
-        return [r for r in read if isinstance(r, Findable)], [r for r in read if isinstance(r, str)]
-
     def read_texts(self) -> Iterator[Findable]:
         """Every paper this library can search with no request: those in memory, then each text kept
         on disk (a parsed HTML page, a PDF's structure pass), read one at a time, never all at once,
@@ -7636,33 +7884,8 @@ class PaperLibrary:
                 and not state.forgotten
             }
         yield from texts.values()
-        if self.cache is None:
-            return
-        seen = set(texts)  # a PDF's text and an HTML's of one version: the first
-        for key in self.cache.keys("text"):
-            version, part, *_ = [*key.split(" "), ""]
-            if (
-                part not in ("html", "structure")
-                or key != _text_key(version, part)
-                or version in seen
-            ):
-                continue
-            seen.add(version)
-            with self.scheduler.changed:
-                text_read = self._kept_texts.pop(key, None)
-            if text_read is None:
-                paper = _from_record(Paper, self.cache.get("meta", version, use=False))
-                text = _from_record(
-                    HtmlPaper if part == "html" else Structure,
-                    self.cache.get("text", key, use=False),
-                )
-                text_read = _findable(version, paper.title if paper else "", text) if text else None
-            if text_read is not None:
-                with self.scheduler.changed:
-                    self._kept_texts[key] = text_read
-                    while len(self._kept_texts) > _FIND_KEPT:
-                        self._kept_texts.popitem(last=False)
-                yield text_read
+        if self.cache is not None:
+            yield from self.find_corpus.kept_on_disk(self.cache, set(texts))
 
     def read(
         self,
@@ -7694,7 +7917,9 @@ class PaperLibrary:
         with changed:
             # An id without a version is the latest version a recent search names: keyed by it, so
             # that a newer version is never answered with an older one's text.
-            if _split_version(arxiv_id)[1] is None and (searched := self._searched_paper(arxiv_id)):
+            if _split_version(arxiv_id)[1] is None and (
+                searched := self.catalogue.searched(arxiv_id)
+            ):
                 arxiv_id = searched.arxiv_id
             key = (arxiv_id, source or self.settings.source)
             state = self._states.get(key)
@@ -7703,7 +7928,7 @@ class PaperLibrary:
             elif on_progress is not None:
                 state.callers.listeners.append(on_progress)
             self._states.move_to_end(key)
-            self._refresh(state)
+            self.downloads.refresh(state)
             self.scheduler.touch(state)
             state.callers.wants[request] += 1  # the scheduler converts what it needs first
             if state.pdf.data is not None:
@@ -7728,7 +7953,7 @@ class PaperLibrary:
         if not state.pdf.wanted and not state.loading:
             state.pdf.wanted = True
             threading.Thread(
-                target=self._fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
+                target=self.downloads.fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
             ).start()
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
@@ -7743,42 +7968,16 @@ class PaperLibrary:
             )
         state = self._states[key] = _PaperState(
             *key,
-            metadata=_MetadataState(paper=self._searched_paper(key[0])),
+            metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
             callers=_Callers(listeners=[on_progress] if on_progress else []),
         )
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
 
-    def _cache_for(self, version: str) -> DiskCache | None:
-        """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
-        changes."""
-        return self.cache if _split_version(version)[1] is not None else None
-
-    def _urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
-        """A request's urgency: ``waited_for`` while a caller waits for the paper, else background
-        work."""
-        return lambda: waited_for if state.callers.wants else URGENT_BACKGROUND
-
-    def _tell(
-        self, state: _PaperState, message: str, done: float = 0, total: float | None = None
-    ) -> None:
-        for listener in list(state.callers.listeners):
-            with contextlib.suppress(Exception):  # a listener's failure must not fail the read
-                listener(done, total, message)
-
     def _load(self, state: _PaperState) -> None:
-        """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes
-        before background work.  An id without a version asks the metadata first, to read the HTML
-        of the latest (or, when the API cannot answer, the latest that arXiv serves)."""
-        if state.source != "pdf":
-            if _split_version(state.arxiv_id)[1] is None and state.paper is None:
-                self._fetch_metadata(state)
-            if state.metadata.error is None:
-                self._fetch_html(state)
-        if state.html.parsed is None and state.source != "html" and state.metadata.error is None:
-            self._fetch_pdf(state)
-        if state.paper is None and state.metadata.error is None and state.metadata.missing is None:
-            self._fetch_metadata(state)
+        """A new paper's download thread (``PaperDownloads.load``); a paper whose text or metadata
+        failed is not kept: the next call tries again."""
+        self.downloads.load(state)
         with self.scheduler.changed:
             state.loading = False
             if (
@@ -7792,176 +7991,6 @@ class PaperLibrary:
                     del self._states[state.key]
             self._evict()
             self.scheduler.changed.notify_all()
-
-    def _fetch_html(self, state: _PaperState) -> None:
-        """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source
-        "auto", anything but a LaTeXML article of that version leaves it to the PDF."""
-        version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
-        cache, text_key = self._cache_for(version), _text_key(version, "html")
-        # another server may be fetching it
-        with _one_fetch(cache, "html", version, self.settings.deadline):
-            remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
-            # Kept on disk: the parsed text (by these rules), else the page.
-            html = (
-                _from_record(HtmlPaper, cache.get("text", text_key))
-                if cache and not remembered
-                else None
-            )
-            page_on_disk = (
-                cache.get("html", version) if cache and not remembered and html is None else None
-            )
-            from_disk = html is not None or page_on_disk is not None
-            try:
-                if remembered:  # a "no HTML" answer of the last day
-                    raise ArxivError(f"arXiv has no HTML for {version}.")
-                if html is None:
-                    page = (
-                        self._download_html(state, version)
-                        if page_on_disk is None
-                        else page_on_disk.decode("utf-8", errors="replace")
-                    )
-                    html = parse_html(page, version)
-                    if cache is not None:
-                        cache.put("text", text_key, _record(html))
-                        if page_on_disk is None:
-                            cache.put("html", version, page.encode())
-            except Exception as error:
-                failure = _as_arxiv_error(
-                    error, "arXiv's HTML of this paper could not be read (an internal error)."
-                )
-                log.info(
-                    "no HTML text for %s (%s)%s",
-                    version,
-                    failure,
-                    "; reading the PDF" * (state.source == "auto"),
-                )
-                if cache is not None and not remembered and not failure.transient:
-                    # a 404, the "No HTML" page, another version: for a day
-                    cache.put("nohtml", version, b"")
-                if state.source == "html":
-                    with self.scheduler.changed:
-                        state.html.error = failure
-                return
-        overview = overview_of(html.text)
-        with self.scheduler.changed:
-            state.html.parsed, state.html.overview, state.html.from_disk = html, overview, from_disk
-            self.scheduler.changed.notify_all()
-
-    def _download_html(self, state: _PaperState, version: str) -> str:
-        """arXiv's HTML page of ``version``, in its turn; with the source "auto", with no patience
-        for a throttle: the PDF is read instead."""
-        self._tell(state, "Downloading arXiv's HTML")
-        with self.scheduler.request_turn(
-            self._urgency(state, URGENT_PDF), url=self.settings.html_url
-        ):
-            return fetch_html(
-                version,
-                settings=self.settings,
-                limiter=self.limiter,
-                patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE,
-            )
-
-    def _fetch_pdf(self, state: _PaperState) -> None:
-        """Download the paper's PDF and schedule its structure pass and pages."""
-        changed = self.scheduler.changed
-        self._tell(state, "Downloading the PDF")
-        with changed:
-            state.pdf.wanted = True
-        version = state.paper.arxiv_id if state.paper else state.arxiv_id
-        cache = self._cache_for(version)
-        try:
-            with _one_fetch(cache, "pdf", version, self.settings.deadline):
-                pdf = pdf_on_disk = cache.get("pdf", version) if cache is not None else None
-                if pdf is None:
-                    with changed:
-                        self.scheduler.add(state)  # the converter starts while the PDF downloads
-                    with self.scheduler.request_turn(
-                        self._urgency(state, URGENT_PDF), url=self.settings.pdf_url
-                    ):
-                        pdf = fetch_pdf(version, settings=self.settings, limiter=self.limiter)
-                    if cache is not None:
-                        cache.put("pdf", version, pdf)
-            disk_text = (cache, version) if cache is not None else None
-            # here: an overview never waits for the converter
-            structure = _load_text_part(disk_text, "structure", Structure)
-            with changed:
-                state.pdf.data, state.pdf.disk_text = pdf, disk_text
-                state.pdf.from_disk = pdf_on_disk is not None
-                state.pdf.structure = structure or state.pdf.structure
-                # the structure pass and pages go on while the metadata waits its turn
-                self.scheduler.add(state)
-        except Exception as error:
-            with changed:
-                state.pdf.error = _as_arxiv_error(
-                    error, "The PDF could not be downloaded (an internal error).", transient=True
-                )
-                changed.notify_all()  # the converter waits for no download now
-
-    def _fetch_metadata(self, state: _PaperState) -> None:
-        """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is
-        the paper's error; a failure that may pass leaves the paper to be read with metadata kept on
-        disk past its time, marked, or with the paper's own (``_PaperState.paper``)."""
-        try:
-            with _one_fetch(self.cache, "meta", state.arxiv_id, self.settings.deadline):
-                on_disk = (
-                    self.cache.get("meta", state.arxiv_id, _CACHED_TTL)
-                    if self.cache is not None
-                    else None
-                )
-                if (paper := _from_record(Paper, on_disk)) is None:
-                    with self.scheduler.request_turn(
-                        self._urgency(state, URGENT_SMALL), url=self.settings.api_url
-                    ):
-                        paper = fetch_metadata(
-                            state.arxiv_id,
-                            deadline=self.limiter.clock() + _METADATA_WAIT,
-                            settings=self.settings,
-                            limiter=self.limiter,
-                            patience=0,
-                        )
-                    if self.cache is not None:
-                        self.cache.put("meta", state.arxiv_id, _record(paper))
-        except Exception as error:
-            failure = _as_arxiv_error(error, "An internal error occurred.")
-            stale = (
-                _from_record(Paper, self.cache.get("meta", state.arxiv_id))
-                if self.cache is not None
-                else None
-            )
-            with self.scheduler.changed:
-                if not failure.transient:
-                    state.metadata.error = failure
-                elif stale is not None:
-                    state.metadata.paper = dataclasses.replace(
-                        stale,
-                        provenance=f"Metadata kept from an earlier read: {_api_trouble(failure)}.",
-                    )
-                else:
-                    state.metadata.missing = failure
-        else:
-            with self.scheduler.changed:
-                state.metadata.paper, state.metadata.missing = paper, None
-        finally:
-            with self.scheduler.changed:
-                state.metadata.refreshing = False
-                self.scheduler.changed.notify_all()
-
-    def _refresh(self, state: _PaperState) -> None:
-        """Ask the API again, in the background, for metadata that came from the paper itself, once
-        its throttle has cooled down: this read answers with what it has, the next with the
-        API's."""
-        if (
-            state.paper is None
-            or not state.paper.provenance
-            or state.loading
-            or state.metadata.refreshing
-            or self.limiter.cooling(_service(self.settings.api_url))
-        ):
-            return
-        state.metadata.refreshing = True
-        threading.Thread(
-            target=self._fetch_metadata, args=(state,), name="arxiv-metadata", daemon=True
-        ).start()
 
     def _job_done(self, state: _PaperState, outcome: JobOutcome) -> None:
         """Write what a PDF job made into the paper's state: its structure, a converted page (and
@@ -7979,7 +8008,9 @@ class PaperLibrary:
             progress = len(state.pdf.pages), state.pdf.structure.page_count
             self.scheduler.changed.notify_all()
         if isinstance(outcome, tuple):
-            self._tell(state, f"Converted page {outcome[0]} of {progress[1]}", *progress)
+            state.callers.tell(
+                self.scheduler.changed, f"Converted page {outcome[0]} of {progress[1]}", *progress
+            )
 
     def _downloading(self) -> bool:
         """Whether a caller waits for a PDF that is still downloading."""
@@ -8334,6 +8365,31 @@ def several_papers(paper: str | None) -> list[str] | None:
     return named if len(named) > 1 and parse_arxiv_id(paper or "") is None else None
 
 
+def _named_texts(
+    library: PaperLibrary, papers: Sequence[str], deadline: float, request: ReadRequest
+) -> tuple[list[Findable], list[str]]:
+    """The named papers (ids or URLs) read at once, each as one ``find`` reads it, and a line
+    for each that cannot be read now (not an id, not found, throttled, past ``deadline``)."""
+
+    def one(text: str) -> Findable | str:
+        if (arxiv_id := parse_arxiv_id(text)) is None:
+            return f"{_quote_input(text)}: not an arXiv id or URL"
+        try:
+            reading = library.read(arxiv_id, deadline, request=request)
+        except ArxivError as error:
+            return f"**{arxiv_id}**: {error}"
+        if reading.text_error:
+            return f"**{reading.paper.arxiv_id}**: its text is unavailable: {reading.text_error}"
+        sections = [row.section for row in reading.overview.sections] if reading.overview else []
+        return Findable(reading.paper.arxiv_id, reading.paper.title, reading.passages, sections)
+
+    with concurrent.futures.ThreadPoolExecutor(
+        len(papers), thread_name_prefix="arxiv-find"
+    ) as pool:
+        read = list(pool.map(one, dict.fromkeys(papers)))
+    return [r for r in read if isinstance(r, Findable)], [r for r in read if isinstance(r, str)]
+
+
 def find_in_papers(
     papers: Sequence[str] | None,
     find: str | None,
@@ -8362,7 +8418,12 @@ def find_in_papers(
     texts, failures = (
         (library.read_texts(), [])
         if papers is None
-        else library.named_texts(papers, _deadline(library.settings, library.limiter), request)
+        else _named_texts(
+            papers=papers,
+            library=library,
+            request=request,
+            deadline=_deadline(library.settings, library.limiter),
+        )
     )
     hits, counts, _ = find_across(texts, request.words)
     if not counts and not failures:
@@ -8440,7 +8501,7 @@ def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None
         raise ArxivError(
             f"{error} Reading papers by id still works meanwhile.", transient=True
         ) from None
-    library.remember(feed.papers)
+    library.catalogue.remember(feed.papers)
     return format_search(request, feed)
 
 
@@ -8507,7 +8568,7 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) ->
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
     request, words = call.search(), (call.find or "").strip()
     deadline = _deadline(library.settings, library.limiter)
-    listing = library.listing(request.categories, deadline)
+    listing = library.catalogue.listing(request.categories, deadline)
     if listing.items:
         return Answer(format_listing(request, listing, words))
     due = next_announcement(datetime.datetime.now(datetime.UTC))

@@ -6729,7 +6729,7 @@ def test_a_paper_a_search_listed_is_read_with_no_metadata_request(env):
 def test_an_id_without_a_version_reads_the_version_a_search_names_not_an_older_cached_one(env):
     env.feeds["1111.2011"], env.pdfs["1111.2011v1"] = ATOM_1111, PDF_1111
     old = dataclasses.replace(am.parse_feed(ATOM_1111).papers[0], arxiv_id="1111.2011v1")
-    env.library.remember([old])  # a search said v1 was the latest
+    env.library.catalogue.remember([old])  # a search said v1 was the latest
     call(paper="1111.2011")
     assert ("1111.2011v1", "auto") in env.library._states
     feed_answer(env, "2016_search_quantum_criticality_2results.xml")  # now a search says v2
@@ -6781,7 +6781,7 @@ LISTING_IN_A_PROCESS = (
     "settings = am.Settings(rss_url=sys.argv[2] + '/rss/{categories}', min_interval=0)\n"
     "library = am.PaperLibrary(settings, am.SharedLimiter(0, sys.argv[1]), "
     "am.DiskCache(sys.argv[1], 10**9))\n"
-    "print(len(library.listing(['cs.LG'], library.limiter.clock() + 30).items))\n"
+    "print(len(library.catalogue.listing(['cs.LG'], library.limiter.clock() + 30).items))\n"
 )
 
 
