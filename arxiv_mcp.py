@@ -6690,8 +6690,28 @@ _JOB_LIMIT = 300.0
 _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 
 
+# The lock rule's check (``_Guarded``), which the tests run with: ARXIV_CHECK_LOCKS=1.
+CHECK_LOCKS = os.environ.get("ARXIV_CHECK_LOCKS") == "1"
+
+
+class LockRuleBroken(RuntimeError):
+    """A paper's state was written without its lock held (with ``CHECK_LOCKS`` on)."""
+
+
+class _Guarded:
+    """A part of a paper's state, written only with its lock held (the rule of ``_PaperState``):
+    with ``CHECK_LOCKS`` on, a write without it raises LockRuleBroken."""
+
+    _lock: threading.Condition | None = None  # the library's, once the paper is in it (``guard``)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if CHECK_LOCKS and self._lock is not None and not self._lock._is_owned():  # type: ignore[attr-defined]
+            raise LockRuleBroken(f"{type(self).__name__}.{name} was written without its lock")
+        object.__setattr__(self, name, value)
+
+
 @dataclass(eq=False)
-class _TextSource:
+class _TextSource(_Guarded):
     """A source of a paper's text, one subclass each (``_HtmlState``, ``_PdfState``): what a paper's
     text needs, asked of the source it is read from (``_PaperState.text``), never by asking which
     one it is.  A new source is one subclass, its download in ``PaperLibrary._load`` and its name
@@ -6859,7 +6879,7 @@ class _PdfState(_TextSource):
 
 
 @dataclass(eq=False)
-class _MetadataState:
+class _MetadataState(_Guarded):
     """A paper's metadata from the API (or a search's entry, or kept on disk past its time and
     marked), or why it cannot be had.  The library writes it."""
 
@@ -6905,7 +6925,7 @@ class _HtmlState(_TextSource):
 
 
 @dataclass(eq=False)
-class _Callers:
+class _Callers(_Guarded):
     """The callers waiting on a paper: what they asked for (one count a caller; empty when none
     waits), and the listeners that hear the read's steps.  The library writes it (``read``)."""
 
@@ -6925,17 +6945,18 @@ class _Callers:
 
 
 @dataclass(eq=False)
-class _PaperState:
+class _PaperState(_Guarded):
     """One paper from its first request on, shared by every caller, in parts by what they are: its
     metadata, its text from the HTML, its PDF and the callers waiting on it.
 
-    The locking rule, once for the library: a paper's state, the library's collections (its papers,
-    search and listing entries, texts kept for ``find``) and the scheduler's queues are read and
-    written only with the scheduler's one condition, ``changed``, held.  The public methods of
-    ``PaperLibrary`` and ``Scheduler``, the download threads (``_load``, ``_fetch_*``), the
-    scheduler's lanes and ``_job_done`` take it; every other method that takes a paper's state, or
-    reads those collections, is called with it held.  Nothing waits for arXiv or MuPDF while holding
-    it."""
+    The locking rule, once for the library: a paper's state, the library's papers and the
+    scheduler's queues are read and written only with the scheduler's one condition, ``changed``,
+    held (its fields ``arxiv_id`` and ``source`` never change).  The public methods of
+    ``PaperLibrary`` and ``Scheduler``, the download threads (``PaperDownloads``), the scheduler's
+    lanes and ``_job_done`` take it; every other method that takes a paper's state is called with it
+    held.  Nothing waits for arXiv or MuPDF, and no listener is called, while holding it.  A PDF
+    job reads what it needs when it is chosen (``Scheduler._job_for``).  ``guard`` hands the parts
+    the lock that ``CHECK_LOCKS`` checks."""
 
     arxiv_id: str
     source: str = "auto"  # where its text comes from (``SOURCES``)
@@ -6945,6 +6966,17 @@ class _PaperState:
     callers: _Callers = dataclasses.field(default_factory=_Callers)
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     forgotten: bool = False  # evicted from the cache: its PDF work stops
+
+    def guard(self, lock: threading.Condition) -> "_PaperState":
+        """This state, its parts told the lock they are written under (``_Guarded``)."""
+        for part in (self, self.metadata, self.html, self.pdf, self.callers):
+            object.__setattr__(part, "_lock", lock)
+        return self
+
+    @property
+    def version(self) -> str:
+        """The id of the version read: the metadata's, else the one asked for."""
+        return self.paper.arxiv_id if self.paper is not None else self.arxiv_id
 
     @property
     def text(self) -> _TextSource:
@@ -7292,39 +7324,42 @@ class Scheduler:
         """``state`` was just asked for."""
         self._recent = [*[s for s in self._recent if s is not state], state][-_BACKGROUND_PAPERS:]
 
+    def pending_requests(self) -> int:
+        """The arXiv requests waiting for their turn or being sent."""
+        with self.changed:
+            return len(self._requests) + len(self._requesting)
+
     def has_work(self) -> bool:
         with self.changed:
             return any(self._next_job(lane) is not None for lane in self._lanes)
 
-    def _job_for(
+    def job_for(
         self, state: _PaperState
     ) -> tuple[tuple[int, ...], Callable[[], "JobOutcome"]] | None:
-        """The paper's most urgent job with its priority (smallest first), or None."""
-        pdf = state.pdf.data
-        if state.forgotten or state.pdf.error is not None or pdf is None:
+        """The paper's most urgent job with its priority (smallest first), or None.  A job takes
+        what it reads of the paper's state now, with the lock held."""
+        key, pdf = state.key, state.pdf
+        if state.forgotten or pdf.error is not None or pdf.data is None:
             return (
-                ((JOB_CLOSE,), lambda: self.converter.close(state.key))
-                if self.converter.holds(state.key)
+                ((JOB_CLOSE,), lambda: self.converter.close(key))
+                if self.converter.holds(key)
                 else None
             )
-        if not state.pdf.structured:
-            return (JOB_STRUCTURE, -self._order_of(state)), lambda: self._structure(state, pdf)
-        wanted = sorted(page for page in self.needed(state) if page not in state.pdf.pages)
-        if wanted:
-            return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: self._convert(
-                state, wanted[0]
+        convert = functools.partial(self._convert, key, pdf.data, pdf.disk_text, pdf.structure)
+        if not pdf.structured:
+            return (JOB_STRUCTURE, -self._order_of(state)), functools.partial(
+                self._structure, key, pdf.data, pdf.disk_text
             )
+        wanted = sorted(page for page in self.needed(state) if page not in pdf.pages)
+        if wanted:
+            return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: convert(wanted[0])
         rest = state.text.background_pages(self.settings().max_pages)
         # A page nobody waits for is not begun while a caller waits for a download: its structure
         # pass goes next.
         if rest and state in self._recent and not self.downloading():
-            return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: self._convert(
-                state, rest[0]
-            )
+            return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: convert(rest[0])
         return (
-            ((JOB_CLOSE,), lambda: self.converter.close(state.key))
-            if self.converter.holds(state.key)
-            else None
+            ((JOB_CLOSE,), lambda: self.converter.close(key)) if self.converter.holds(key) else None
         )
 
     def _pdf_coming(self) -> bool:
@@ -7342,7 +7377,7 @@ class Scheduler:
         nothing left to do are dropped."""
         jobs = []
         for state in list(self._papers):
-            if (job := self._job_for(state)) is not None:
+            if (job := self.job_for(state)) is not None:
                 structure_lane = job[0][0] == JOB_STRUCTURE and self.structure_converter is not None
                 if (_STRUCTURES if structure_lane else _PAGES) == lane:
                     jobs.append((job[0], state, job[1]))
@@ -7390,23 +7425,28 @@ class Scheduler:
                 outcome = error
             self.done(state, outcome)
 
-    def _structure(self, state: _PaperState, pdf: bytes) -> Structure | ArxivError:
+    def _structure(
+        self, key: tuple[str, str], pdf: bytes, disk_text: tuple[DiskCache, str] | None
+    ) -> Structure | ArxivError:
         """Read the PDF's structure (``read_structure``), and keep it on disk."""
-        record = self._converter_of(_STRUCTURES).structure(state.key, pdf)
-        _store_text_part(state.pdf.disk_text, "structure", record)
+        record = self._converter_of(_STRUCTURES).structure(key, pdf)
+        _store_text_part(disk_text, "structure", record)
         return _from_record(Structure, record) or ArxivError("The PDF could not be read.")
 
-    def _convert(self, state: _PaperState, page: int) -> tuple[int, PageMarkdown]:
+    def _convert(
+        self,
+        key: tuple[str, str],
+        pdf: bytes,
+        disk_text: tuple[DiskCache, str] | None,
+        structure: Structure,
+        page: int,
+    ) -> tuple[int, PageMarkdown]:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
-        if (
-            converted := _load_text_part(state.pdf.disk_text, f"page {page}", PageMarkdown)
-        ) is None:
-            record = self.converter.page(
-                state.key, state.pdf.data, page, state.pdf.structure.hidden_on(page)
-            )
+        if (converted := _load_text_part(disk_text, f"page {page}", PageMarkdown)) is None:
+            record = self.converter.page(key, pdf, page, structure.hidden_on(page))
             if not (converted := _from_record(PageMarkdown, record)).fallback:
-                _store_text_part(state.pdf.disk_text, f"page {page}", record)
+                _store_text_part(disk_text, f"page {page}", record)
         return page, converted
 
     @contextlib.contextmanager
@@ -7577,20 +7617,44 @@ class PaperDownloads:
         """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes
         before background work.  An id without a version asks the metadata first, to read the HTML
         of the latest (or, when the API cannot answer, the latest that arXiv serves)."""
-        if state.source != "pdf":
-            if _split_version(state.arxiv_id)[1] is None and state.paper is None:
-                self.fetch_metadata(state)
-            if state.metadata.error is None:
-                self.fetch_html(state)
-        if state.html.parsed is None and state.source != "html" and state.metadata.error is None:
-            self.fetch_pdf(state)
-        if state.paper is None and state.metadata.error is None and state.metadata.missing is None:
-            self.fetch_metadata(state)
+        steps = (  # each download, and when it is needed (asked with the lock held)
+            (
+                self.fetch_metadata,
+                lambda: (
+                    state.source != "pdf"
+                    and _split_version(state.arxiv_id)[1] is None
+                    and state.paper is None
+                ),
+            ),
+            (self.fetch_html, lambda: state.source != "pdf" and state.metadata.error is None),
+            (
+                self.fetch_pdf,
+                lambda: (
+                    state.html.parsed is None
+                    and state.source != "html"
+                    and state.metadata.error is None
+                ),
+            ),
+            (
+                self.fetch_metadata,
+                lambda: (
+                    state.paper is None
+                    and state.metadata.error is None
+                    and state.metadata.missing is None
+                ),
+            ),
+        )
+        for fetch, needed in steps:
+            with self.library.scheduler.changed:
+                wanted = needed()
+            if wanted:
+                fetch(state)
 
     def fetch_html(self, state: _PaperState) -> None:
         """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source
         "auto", anything but a LaTeXML article of that version leaves it to the PDF."""
-        version = state.paper.arxiv_id if state.paper is not None else state.arxiv_id
+        with self.library.scheduler.changed:
+            version = state.version
         cache, text_key = self.cache_for(version), _text_key(version, "html")
         # another server may be fetching it
         with _one_fetch(cache, "html", version, self.library.settings.deadline):
@@ -7658,10 +7722,9 @@ class PaperDownloads:
     def fetch_pdf(self, state: _PaperState) -> None:
         """Download the paper's PDF and schedule its structure pass and pages."""
         changed = self.library.scheduler.changed
-        state.callers.tell(self.library.scheduler.changed, "Downloading the PDF")
+        state.callers.tell(changed, "Downloading the PDF")
         with changed:
-            state.pdf.wanted = True
-        version = state.paper.arxiv_id if state.paper else state.arxiv_id
+            state.pdf.wanted, version = True, state.version
         cache = self.cache_for(version)
         try:
             with _one_fetch(cache, "pdf", version, self.library.settings.deadline):
@@ -7870,6 +7933,12 @@ class PaperLibrary:
             self.cache.put("meta", arxiv_id, _record(paper))
         return paper
 
+    def papers(self) -> dict[tuple[str, str], _PaperState]:
+        """The papers in memory by (id, source), the least recently used first: a copy, to look at
+        (their states are read and written with ``scheduler.changed`` held)."""
+        with self.scheduler.changed:
+            return dict(self._states)
+
     def read_texts(self) -> Iterator[Findable]:
         """Every paper this library can search with no request: those in memory, then each text kept
         on disk (a parsed HTML page, a PDF's structure pass), read one at a time, never all at once,
@@ -7970,7 +8039,7 @@ class PaperLibrary:
             *key,
             metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
             callers=_Callers(listeners=[on_progress] if on_progress else []),
-        )
+        ).guard(self.scheduler.changed)
         threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
         return state
 

@@ -55,6 +55,8 @@ from bench_arxiv_mcp import (
 HERE = Path(__file__).parent
 DATA = HERE / "testdata"
 SHARED = HERE.parent / "shared"
+# The lock rule is checked in every test, in the servers they start too (arxiv_mcp.CHECK_LOCKS).
+am.CHECK_LOCKS, os.environ["ARXIV_CHECK_LOCKS"] = True, "1"
 CORPUS_REQUIRED = os.environ.get("ARXIV_TEST_CORPUS") == "required"  # .ci/run sets it
 
 
@@ -278,13 +280,24 @@ def env(monkeypatch, clock, page_once):
     fake.library, fake.clock, fake.settings, fake.teardown = library, clock, settings, []
     yield fake
     # Stop this library's PDF work, so that no page conversion holds the PDF lock in the next test.
-    with library.scheduler.changed:
-        for state in library._states.values():
-            state.forgotten = True
-        library.scheduler.changed.notify_all()
+    stop_pdf_work(library)
     for stop in fake.teardown:
         stop()
     wait_for(lambda: not library.scheduler.has_work(), what="the library's PDF work to stop")
+
+
+def stop_pdf_work(library):
+    """Forget every paper of ``library`` (with its lock held, as its rule says): its PDF work
+    stops."""
+    with library.scheduler.changed:
+        for state in library.papers().values():
+            state.forgotten = True
+        library.scheduler.changed.notify_all()
+
+
+def paper_state(library, arxiv_id, source="auto"):
+    """The state of a paper in ``library`` (its public ``papers``), or None."""
+    return library.papers().get((arxiv_id, source))
 
 
 def wait_for(condition, seconds=10.0, what="the condition"):
@@ -3556,7 +3569,7 @@ def test_a_figure_or_equation_comes_back_as_an_image_of_its_page_region_with_its
     assert label in answer.text
     region = next(
         r
-        for r in env.library._states["1111.2011v2", "auto"].pdf.regions[page]
+        for r in paper_state(env.library, "1111.2011v2").pdf.regions[page]
         if r.number == number and r.kind == kind
     )
     width, height = region.bbox[2] - region.bbox[0], region.bbox[3] - region.bbox[1]
@@ -4539,12 +4552,13 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     assert paths(html_env).count("/pdf/2203.00274v2") == 1
     # The text is the HTML's: only the pages of the images asked for are converted, none in the
     # background.
-    state = html_env.library._states["2203.00274v2", "auto"]
+    state = paper_state(html_env.library, "2203.00274v2")
     wait_for(lambda: not html_env.library.scheduler.has_work(), what="the PDF work to end")
     assert 3 in state.pdf.pages and len(state.pdf.pages) <= 2 < state.pdf.structure.page_count
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no
     # image.
-    html_env.library._states["2203.00274v2", "auto"].html.parsed.equations["99"] = "$$x=1$$ (99)"
+    with html_env.library.scheduler.changed:
+        state.html.parsed.equations["99"] = "$$x=1$$ (99)"
     missing = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 99"))
     assert missing.images == () and missing.text.endswith(
         "**Equation (99)**: $$x=1$$ (99) *[no image: the PDF's pages show no Equation (99)]*"
@@ -5608,7 +5622,7 @@ def library_with_cache(env, folder) -> am.PaperLibrary:
     """A fresh library (a restarted server) on ``env``'s fake arXiv, with a disk cache in
     ``folder``."""
     library = am.PaperLibrary(env.settings, env.library.limiter, am.DiskCache(str(folder), 10**9))
-    env.teardown.append(lambda: [setattr(s, "forgotten", True) for s in library._states.values()])
+    env.teardown.append(lambda: stop_pdf_work(library))
     return library
 
 
@@ -5909,14 +5923,13 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
     step, delivered = paced_conversion(monkeypatch, env, page_once)
     long_read = threading.Thread(target=call, kwargs={"paper": "1111.2011v2", "section": "full"})
     long_read.start()
-    states = env.library._states
     # page 1 is converting now
-    wait_for(lambda: (state := states.get(("1111.2011v2", "auto"))) and state.pdf.structured)
+    wait_for(lambda: (state := paper_state(env.library, "1111.2011v2")) and state.pdf.structured)
     answers = []
     overview = threading.Thread(target=lambda: answers.append(call(paper="2203.00274v2")))
     overview.start()
     # its structure pass is next
-    wait_for(lambda: (state := states.get(("2203.00274v2", "auto"))) and state.pdf.data)
+    wait_for(lambda: (state := paper_state(env.library, "2203.00274v2")) and state.pdf.data)
     # page 1 of the long read ends; the new paper's structure pass goes before page 2
     step.release()
     overview.join(10)
@@ -5924,6 +5937,21 @@ def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conv
     for _ in range(8):
         step.release()
     long_read.join(30)
+
+
+def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(html_env):
+    assert am.CHECK_LOCKS, "the tests run with the lock rule's check"
+    call(paper="2203.00274v2")  # read from its HTML
+    state = paper_state(html_env.library, "2203.00274v2")
+    for part, field in ((state, "forgotten"), (state.html, "from_disk"), (state.callers, "wants")):
+        with pytest.raises(am.LockRuleBroken, match=f"{type(part).__name__}.{field} was written"):
+            setattr(part, field, getattr(part, field))
+    with html_env.library.scheduler.changed:  # with the lock held, the same writes pass
+        for part, field in ((state, "forgotten"), (state.html, "from_disk")):
+            setattr(part, field, getattr(part, field))
+    fresh = am._PaperState("2101.00001")  # a state no library holds yet: built freely
+    fresh.loading = False
+    assert call(paper="2203.00274v2").startswith("# "), "the paper reads as before"
 
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
@@ -5941,14 +5969,14 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     waited_for = {state: set() for state in states}
     for state in states:
         scheduler.touch(state)
-    jobs = [scheduler._job_for(state) for state in states]
+    jobs = [scheduler.job_for(state) for state in states]
     assert jobs[0] is None, "the oldest paper waits until it is asked again"
     assert jobs[2][0] < jobs[1][0], "the newest first"
     waited_for[states[0]] = {4}  # a caller waits for page 4 of the oldest paper
-    assert scheduler._job_for(states[0])[0] < jobs[2][0]
+    assert scheduler.job_for(states[0])[0] < jobs[2][0]
     # a caller waits for a download: no background page is begun
     scheduler.downloading = lambda: True
-    assert scheduler._job_for(states[2]) is None and scheduler._job_for(states[0]) is not None
+    assert scheduler.job_for(states[2]) is None and scheduler.job_for(states[0]) is not None
 
 
 def test_arxiv_requests_take_turns_by_urgency_then_age():
@@ -5978,7 +6006,8 @@ def test_arxiv_requests_take_turns_by_urgency_then_age():
     ]
     for queued, thread in enumerate(waiting, start=1):
         thread.start()
-        wait_for(lambda queued=queued: len(scheduler._requests) >= queued)  # queued in this order
+        # queued in this order, behind the first, being sent
+        wait_for(lambda queued=queued: scheduler.pending_requests() >= queued + 1)
     holding.set()
     for thread in [first, *waiting]:
         thread.join(5)
@@ -6017,7 +6046,7 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
     for reader in readers:
         reader.start()
     wait_for(
-        lambda: sum(s.loading for s in env.library._states.values()) >= 2, what="two downloads"
+        lambda: sum(s.loading for s in env.library.papers().values()) >= 2, what="two downloads"
     )
     busy = call(paper="1111.2011v2")
     # At once: while both downloads are still held back, and without a request of its own.
@@ -6302,7 +6331,7 @@ def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
     html_env.teardown.append(process.stop)
     assert "## Sections" in call(paper="2203.00274v2")  # from the HTML
     call(paper="1111.2011v2")  # its pages now convert in the background, a second each
-    wait_for(lambda: html_env.library._states[("1111.2011v2", "auto")].pdf.pages, what="a page")
+    wait_for(lambda: paper_state(html_env.library, "1111.2011v2").pdf.pages, what="a page")
     times = []
     for _ in range(25):  # 0.1 s apart, as an agent's calls come, over at least one page's hold
         asked = time.perf_counter() + 0.1
@@ -6310,7 +6339,7 @@ def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
         assert "## 3" in call(paper="2203.00274v2", section="3")
         times.append(time.perf_counter() - asked)
     assert max(times) < 0.3, times
-    assert len(html_env.library._states[("1111.2011v2", "auto")].pdf.pages) < 8, (
+    assert len(paper_state(html_env.library, "1111.2011v2").pdf.pages) < 8, (
         "the background work went on meanwhile"
     )
 
@@ -6332,7 +6361,7 @@ def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page
     assert "## Sections" in call(paper="2203.00274v2")
     assert (
         time.perf_counter() - started < 20
-        and not html_env.library._states[("1111.2011v2", "pdf")].pdf.pages
+        and not paper_state(html_env.library, "1111.2011v2", "pdf").pdf.pages
     )
 
 
@@ -6374,7 +6403,7 @@ def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
     reader = threading.Thread(target=call, kwargs={"paper": "1111.2011v2"})
     reader.start()
     wait_for(lambda: process.running, what="the converter to start")
-    assert not release.is_set() and env.library._states[("1111.2011v2", "auto")].pdf.data is None
+    assert not release.is_set() and paper_state(env.library, "1111.2011v2").pdf.data is None
     release.set()
     reader.join(10)
     assert "V Discussion" in call(paper="1111.2011v2", section="V")
@@ -6402,7 +6431,7 @@ def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(
     assert len(html_env.urls) == asked and process.process is not None, (
         "the background conversion began"
     )
-    assert len(again._states[("1111.2011v2", "auto")].pdf.pages) < 8
+    assert len(paper_state(again, "1111.2011v2").pdf.pages) < 8
 
 
 @pytest.mark.parametrize(
@@ -6723,7 +6752,7 @@ def test_a_paper_a_search_listed_is_read_with_no_metadata_request(env):
         "/pdf/1111.2011v2",
     ]
     assert "search_query" in env.urls[0] and not any("id_list" in u for u in env.urls)
-    assert list(env.library._states) == [("1111.2011v2", "auto")]
+    assert list(env.library.papers()) == [("1111.2011v2", "auto")]
 
 
 def test_an_id_without_a_version_reads_the_version_a_search_names_not_an_older_cached_one(env):
@@ -6731,11 +6760,11 @@ def test_an_id_without_a_version_reads_the_version_a_search_names_not_an_older_c
     old = dataclasses.replace(am.parse_feed(ATOM_1111).papers[0], arxiv_id="1111.2011v1")
     env.library.catalogue.remember([old])  # a search said v1 was the latest
     call(paper="1111.2011")
-    assert ("1111.2011v1", "auto") in env.library._states
+    assert ("1111.2011v1", "auto") in env.library.papers()
     feed_answer(env, "2016_search_quantum_criticality_2results.xml")  # now a search says v2
     call(query="quantum criticality")
     assert "arXiv ID:** 1111.2011v2" in call(paper="1111.2011")
-    assert ("1111.2011v2", "auto") in env.library._states and "/pdf/1111.2011v2" in paths(env)
+    assert ("1111.2011v2", "auto") in env.library.papers() and "/pdf/1111.2011v2" in paths(env)
 
 
 def test_a_search_entry_stands_for_its_metadata_for_an_hour(env):
