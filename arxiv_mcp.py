@@ -4528,10 +4528,8 @@ class _LatexmlWriter:
         return f"[{key}] {text}" if key.isdigit() else f"- [{key}] {text}" if key else f"- {text}"
 
     def equation_table(self, node: _Node) -> None:
-        """A displayed equation or a group of them as ``$$…$$`` lines with their numbers: the rows a
-        number covers (its cell's ``rowspan``) are one equation; rows with numbers of their own are
-        one each; the unnumbered rows between are one equation; several rows become ``aligned``,
-        cells joined by ``&``."""
+        """A displayed equation or a group of them as ``$$…$$`` lines with their numbers
+        (``_equation_lines``)."""
         rows = list(node.find_all(lambda n: n.has("ltx_eqn_row") or n.tag == "tr"))
         parsed: list[tuple[list[str], str, int]] = []
         for row in rows:
@@ -4551,24 +4549,7 @@ class _LatexmlWriter:
                     _int(tag_cell.attrs.get("rowspan")) if tag_cell else 1,
                 )
             )
-        index = 0
-        while index < len(parsed):
-            cells, number, span = parsed[index]
-            if number:
-                group = parsed[index : index + max(1, span)]
-            else:
-                end = next((i for i in range(index, len(parsed)) if parsed[i][1]), len(parsed))
-                group = parsed[index:end]
-            index += len(group)
-            lines = [" & ".join(cells) for cells, _, _ in group if cells]
-            if not lines:
-                continue
-            tex = (
-                " ".join(lines[0].replace(" & ", " ").split())
-                if len(lines) == 1
-                else "\\begin{aligned} " + " \\\\ ".join(lines) + " \\end{aligned}"
-            )
-            line = f"$${tex}$$" + (f" ({number})" if number else "")
+        for line, number in _equation_lines(parsed):
             if number:
                 self.equations.setdefault(number.upper(), line)
                 self.places.setdefault(_visual_label("Equation", number.upper()), len(self.blocks))
@@ -4691,6 +4672,31 @@ class _LatexmlWriter:
         """The plain text of ``node`` (a title, a tag) on one line, without emphasis; "" for
         None."""
         return self.line(node, emphasis=False) if node is not None else ""
+
+
+def _equation_lines(rows: Sequence[tuple[list[str], str, int]]) -> Iterator[tuple[str, str]]:
+    """A displayed equation's rows (each its cells' LaTeX, its number or "", and the rows the number
+    covers: its cell's ``rowspan``) as ``$$…$$`` lines with their numbers: the rows a number covers
+    are one equation; rows with numbers of their own are one each; the unnumbered rows between are
+    one equation; several rows become ``aligned``, cells joined by ``&``."""
+    index = 0
+    while index < len(rows):
+        cells, number, span = rows[index]
+        if number:
+            group = rows[index : index + max(1, span)]
+        else:
+            end = next((i for i in range(index, len(rows)) if rows[i][1]), len(rows))
+            group = rows[index:end]
+        index += len(group)
+        lines = [" & ".join(cells) for cells, _, _ in group if cells]
+        if not lines:
+            continue
+        tex = (
+            " ".join(lines[0].replace(" & ", " ").split())
+            if len(lines) == 1
+            else "\\begin{aligned} " + " \\\\ ".join(lines) + " \\end{aligned}"
+        )
+        yield f"$${tex}$$" + (f" ({number})" if number else ""), number
 
 
 def _int(value: str | None) -> int:
@@ -6710,6 +6716,13 @@ class _Guarded:
         object.__setattr__(self, name, value)
 
 
+@functools.lru_cache(maxsize=16)
+def _converted_text(pdf: PdfText, title: str, complete: bool) -> PaperText:
+    """``PaperText.from_pdf``, made once for the same pages: a paper's page plan and its answers
+    ask for it at each change while it converts (the texts of the few papers being read)."""
+    return PaperText.from_pdf(pdf, title, complete=complete)
+
+
 @dataclass(eq=False)
 class _TextSource(_Guarded):
     """A source of a paper's text, one subclass each (``_HtmlState``, ``_PdfState``): what a paper's
@@ -6746,8 +6759,8 @@ class _TextSource(_Guarded):
 @dataclass(eq=False)
 class _PdfState(_TextSource):
     """A paper's PDF while it is read: its download (for its text, or for the images of a paper read
-    from HTML), where its text is kept on disk, its structure pass and converted pages, and the
-    texts made of them, or why it failed."""
+    from HTML), where its text is kept on disk, its structure pass and converted pages (the texts
+    made of them: ``text``), or why it failed."""
 
     data: bytes | None = None
     wanted: bool = False  # it is downloaded, or to be
@@ -6756,8 +6769,6 @@ class _PdfState(_TextSource):
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
     # by converted page
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
-    # ``text``'s
-    texts: dict[tuple[int, bool], tuple[int, PaperText]] = dataclasses.field(default_factory=dict)
 
     @property
     def structured(self) -> bool:
@@ -6858,24 +6869,15 @@ class _PdfState(_TextSource):
 
     def text(self, full: bool, max_pages: int, title: str) -> PaperText:
         """The converted text: the full text's pages, or every converted page with the gaps left
-        empty (the same text once every page is converted, and then made once)."""
-        converted = len(self.pages)
+        empty (the same text once every page is converted)."""
         numbers = self.full_pages(max_pages) if full else range(1, max(self.pages, default=0) + 1)
-        complete = full or converted == self.structure.page_count
-        key = (numbers.stop, complete)
-        if (memo := self.texts.get(key)) is not None and memo[0] == converted:
-            return memo[1]
         pdf = PdfText(
             tuple(self.pages.get(page, "") for page in numbers),
             self.structure.page_count,
             self.structure.outline,
             frozenset(page for page in numbers if page not in self.pages),
         )
-        text = PaperText.from_pdf(pdf, title, complete=complete)
-        # older texts are outdated
-        self.texts = {k: v for k, v in self.texts.items() if v[0] == converted}
-        self.texts[key] = (converted, text)
-        return text
+        return _converted_text(pdf, title, full or len(self.pages) == self.structure.page_count)
 
 
 @dataclass(eq=False)
@@ -7020,12 +7022,11 @@ class _PaperState(_Guarded):
 
     @property
     def size(self) -> int:
-        """Bytes it holds: the PDF, the converted pages and the texts made of them (an HTML paper's
-        twice: its text and passages)."""
+        """Bytes it holds: the PDF and the converted pages (twice: the texts made of them), or an
+        HTML paper's text (twice: its text and passages)."""
         return (
             len(self.pdf.data or b"")
-            + sum(sys.getsizeof(page) for page in self.pdf.pages.values())
-            + sum(sys.getsizeof(text.markdown) for _, text in self.pdf.texts.values())
+            + 2 * sum(sys.getsizeof(page) for page in self.pdf.pages.values())
             + 2 * sys.getsizeof(self.html.parsed.text.markdown if self.html.parsed else "")
         )
 
@@ -7490,6 +7491,78 @@ class Scheduler:
                 self.changed.notify_all()
 
 
+def _chosen_sections(reading: Reading, request: ReadRequest) -> tuple[Section, ...] | str:
+    """The sections ``request`` names, chosen once for the answer from the overview's rows (the
+    text's sections without an overview): records equal to the text's of the same headings.  None
+    at all when it names none or the text is unavailable; the error, listing the choices, when a
+    name matches no section."""
+    if not request.sections or reading.text_error is not None:
+        return ()
+    listed = (
+        [row.section for row in reading.overview.sections]
+        if reading.overview
+        else list(reading.text.sections if reading.text else ())
+    )
+    chosen = _select_sections(listed, request.sections)
+    return chosen if isinstance(chosen, str) else tuple(chosen)
+
+
+def _answer(
+    state: _PaperState, request: ReadRequest, max_pages: int
+) -> Reading | ArxivError | None:
+    """The Reading for ``request`` of the paper's state (read with its lock held, written not at
+    all), or the error that ends the read, or None while what it needs is missing."""
+    if state.metadata.error is not None:
+        return state.metadata.error
+    if (paper := state.paper) is None:
+        if (
+            state.metadata.missing is not None
+            and not state.loading
+            and (state.text_error is not None or state.pdf.data is None)
+        ):
+            return state.metadata.missing  # neither the API nor the paper can tell what it is
+        return None
+    if state.text_error is not None:
+        return Reading(paper, None, str(state.text_error), state.text_error.transient)
+    needed = state.pages_needed(request, max_pages)
+    if (reading := state.text.answer(paper, request, state.pdf, needed, max_pages)) is None:
+        return None
+    if isinstance(chosen := _chosen_sections(reading, request), str):
+        return ArxivError(chosen)
+    reading = dataclasses.replace(reading, hidden=state.hidden, sections=chosen)
+    if reading.overview is not None and state.text.from_disk:
+        overview = dataclasses.replace(
+            reading.overview, source=f"{reading.overview.source}, kept on disk"
+        )
+        return dataclasses.replace(reading, overview=overview)
+    return reading
+
+
+def _late(state: _PaperState, deadline: float) -> Reading | ArxivError:
+    """What a call past its ``deadline`` (seconds) gets: the metadata with a note, the estimated
+    overview; or the error that ends the read."""
+    if state.metadata.error is not None:
+        return state.metadata.error
+    if state.paper is None:
+        return ArxivError(
+            f"arXiv did not answer within the {deadline:g} s deadline "
+            "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
+            transient=True,
+        )
+    return Reading(
+        paper=state.paper,
+        text=None,
+        text_error=(
+            f"the conversion was still running at the {deadline:g} s deadline "
+            "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds to "
+            "read the text."
+        ),
+        transient=True,
+        overview=state.pdf.structure.overview,
+        hidden=state.hidden,
+    )
+
+
 class Catalogue:
     """What arXiv's search and announcements said, for reading their papers with no request: a
     search's entries stand for their papers' metadata (``remember``), and the latest announcements
@@ -7901,7 +7974,8 @@ class PaperLibrary:
             state = self._states.get((arxiv_id, source or self.settings.source))
             if state is None or state.loading:
                 return None
-            return self._answer(state, FULL)
+            reading = _answer(state, FULL, self.settings.max_pages)
+        return reading if isinstance(reading, Reading) else None
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
         """The API's metadata of the paper alone: the known one (in memory, else kept on disk for a
@@ -8003,18 +8077,21 @@ class PaperLibrary:
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
-                while (reading := self._answer(state, request)) is None:
+                while (reading := _answer(state, request, self.settings.max_pages)) is None:
                     self._start_what_is_missing(state, request)
                     remaining = None if until is None else until - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        return self._late(state)
+                        reading = _late(state, self.settings.deadline)
+                        break
                     changed.wait(remaining)
-                return reading
             finally:
                 state.callers.wants -= Counter({request: 1})
                 if on_progress is not None:
                     state.callers.listeners.remove(on_progress)
                 self._evict()
+        if isinstance(reading, ArxivError):
+            raise reading
+        return reading
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
         """Start what a waiting read needs that no one has started: the PDF of a paper read from
@@ -8091,56 +8168,6 @@ class PaperLibrary:
             for state in self._states.values()
         )
 
-    def _answer(self, state: _PaperState, request: ReadRequest) -> Reading | None:
-        """The Reading for ``request``, or None while what it needs is missing."""
-        if state.metadata.error is not None:
-            raise state.metadata.error
-        if (paper := state.paper) is None:
-            if (
-                state.metadata.missing is not None
-                and not state.loading
-                and (state.text_error is not None or state.pdf.data is None)
-            ):
-                raise state.metadata.missing  # neither the API nor the paper can tell what it is
-            return None
-        if state.text_error is not None:
-            return Reading(paper, None, str(state.text_error), state.text_error.transient)
-        needed = state.pages_needed(request, self.settings.max_pages)
-        reading = state.text.answer(paper, request, state.pdf, needed, self.settings.max_pages)
-        if reading is not None:
-            reading = dataclasses.replace(
-                reading, hidden=state.hidden, sections=_chosen_sections(reading, request)
-            )
-        if reading is not None and reading.overview is not None and state.text.from_disk:
-            overview = dataclasses.replace(
-                reading.overview, source=f"{reading.overview.source}, kept on disk"
-            )
-            return dataclasses.replace(reading, overview=overview)
-        return reading
-
-    def _late(self, state: _PaperState) -> Reading:
-        """What a call past its deadline gets: the metadata with a note, the estimated overview."""
-        if state.metadata.error is not None:
-            raise state.metadata.error
-        if state.paper is None:
-            raise ArxivError(
-                f"arXiv did not answer within the {self.settings.deadline:g} s deadline "
-                "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
-                transient=True,
-            )
-        return Reading(
-            paper=state.paper,
-            text=None,
-            text_error=(
-                f"the conversion was still running at the {self.settings.deadline:g} s deadline "
-                "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds to "
-                "read the text."
-            ),
-            transient=True,
-            overview=state.pdf.structure.overview,
-            hidden=state.hidden,
-        )
-
     def _evict(self) -> None:
         """Drop the least recently used idle papers past the cache's bounds."""
         budget = self.settings.cache_mb * 1_000_000
@@ -8159,23 +8186,6 @@ class PaperLibrary:
 
 
 LIBRARY = PaperLibrary()
-
-
-def _chosen_sections(reading: Reading, request: ReadRequest) -> tuple[Section, ...]:
-    """The sections ``request`` names, chosen once for the answer from the overview's rows (the
-    text's sections without an overview): records equal to the text's of the same headings.  None
-    at all when it names none or the text is unavailable; ArxivError, listing the choices, when a
-    name matches no section."""
-    if not request.sections or reading.text_error is not None:
-        return ()
-    listed = (
-        [row.section for row in reading.overview.sections]
-        if reading.overview
-        else list(reading.text.sections if reading.text else ())
-    )
-    if isinstance(chosen := _select_sections(listed, request.sections), str):
-        raise ArxivError(chosen)
-    return tuple(chosen)
 
 
 def _deadline(settings: Settings, limiter: RateLimiter) -> float:
