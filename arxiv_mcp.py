@@ -298,6 +298,42 @@ def _split_version(arxiv_id: str) -> tuple[str, int | None]:
 
 
 # ---------------------------------------------------------------------------
+# Caps and quoting: what every answer shares
+# ---------------------------------------------------------------------------
+
+
+_CUT_WITHIN = (
+    0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
+)
+_ECHOED = 80  # characters of the caller's input that an error message repeats
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``limit`` characters at a paragraph or line break
+    when one is near, never inside a word when avoidable.  Returns the text and
+    whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    cut = text[:limit]
+    for separator in ("\n\n", "\n", " "):
+        position = cut.rfind(separator)
+        if position >= limit * _CUT_WITHIN:
+            return cut[:position].rstrip(), True
+    return cut, True
+
+
+def _thousands(n: int) -> str:
+    """``12345`` -> ``"12,345"``."""
+    return f"{n:,}"
+
+
+def _quote_input(text: str) -> str:
+    """A short, printable excerpt of untrusted input for an error message."""
+    excerpt = "".join(ch if ch.isprintable() and ch != "`" else "?" for ch in text[:_ECHOED])
+    return f"`{excerpt}`" + ("…" if len(text) > _ECHOED else "")
+
+
+# ---------------------------------------------------------------------------
 # HTTP: urllib with a per-host rate limiter, retries and byte caps
 # ---------------------------------------------------------------------------
 
@@ -1870,6 +1906,9 @@ def _hidden_spans(
     return passages, hidden_ids
 
 
+_UNKNOWN_GLYPH = "\ufffd"
+
+
 def _page_blocks(page: "pymupdf.Page") -> tuple[list[str], list[Hidden]]:
     """The texts of a page's text blocks, in the text layer's order (joined, they are its raw text),
     and its hidden passages (``_hidden_spans``), whose spans the texts leave out.  Their text is
@@ -2474,6 +2513,15 @@ def _with_reference_list(found: list[Section], source: _Text) -> list[Section]:
     )
 
 
+def _end_of(sections: Sequence[Section], index: int) -> int:
+    """Where the section at ``index`` of a list in reading order ends, its subsections included:
+    the index of the next of its level or higher, or the list's length."""
+    level = sections[index].level
+    return next(
+        (i for i in range(index + 1, len(sections)) if sections[i].level <= level), len(sections)
+    )
+
+
 def _with_ends(found: Sequence[Section], length: int) -> list[Section]:
     """Sections in reading order with their ends: where the next section of the same or a
     higher level starts, or ``length``, the end of the text."""
@@ -2745,15 +2793,6 @@ def _paper_outline(doc: "pymupdf.Document", pages: int) -> Outline:
     empty when both fail (the converted text can still tell the sections)."""
     bookmarks = _bookmark_outline(doc)
     return bookmarks if len(bookmarks) >= _MIN_OUTLINE_ENTRIES else _font_outline(doc, pages)
-
-
-def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
-    """The paper's structure as Sections with pages, in milliseconds: its
-    bookmarks, or the headings of its first ``max_pages`` pages (default: the
-    whole paper, up to ``_MAX_STRUCTURE_PAGES``) found by their fonts
-    (``read_structure``).  Raises ArxivError for PDFs that cannot be opened."""
-    with _opened(data) as doc:
-        return read_structure(doc, max_pages).outline
 
 
 # ---------------------------------------------------------------------------
@@ -3171,7 +3210,6 @@ _GLYPH_NAMES = {
     "unionsq": "⨆",
     "vec": "",  # an accent: its place is lost in the text
 }
-_UNKNOWN_GLYPH = "\ufffd"
 
 
 def glyph_text(name: str) -> str:
@@ -3610,6 +3648,17 @@ def _without_hidden(markdown: str, hidden: Sequence[Hidden]) -> str:
     return markdown
 
 
+def _part_or_empty(part: str, make: Callable[[], Any], empty: Any) -> Any:
+    """``make()``, or ``empty`` when it fails: a failing part of the structure pass costs only that
+    part."""
+    try:
+        return make()
+    except Exception as error:
+        log.warning("%s failed: %s", part, type(error).__name__)
+        log.debug("details of the failure", exc_info=error)
+        return empty
+
+
 def convert_page(
     doc: "pymupdf.Document", page: int, hidden: Sequence[Hidden] | None = None
 ) -> "PageMarkdown":
@@ -3703,17 +3752,6 @@ class Structure:
     def sections(self) -> tuple[Section, ...]:
         """The sections that its passages are placed in: the overview's (none without one)."""
         return tuple(row.section for row in self.overview.sections) if self.overview else ()
-
-
-def _part_or_empty(part: str, make: Callable[[], Any], empty: Any) -> Any:
-    """``make()``, or ``empty`` when it fails: a failing part of the structure pass costs only that
-    part."""
-    try:
-        return make()
-    except Exception as error:
-        log.warning("%s failed: %s", part, type(error).__name__)
-        log.debug("details of the failure", exc_info=error)
-        return empty
 
 
 def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Structure:
@@ -3857,6 +3895,15 @@ def _estimated_overview(
     return _overview(
         source.text, _sections_in(source, outline), page_count, len(page_texts), estimated=True
     )
+
+
+def pdf_outline(data: bytes, max_pages: int | None = None) -> Outline:
+    """The paper's structure as Sections with pages, in milliseconds: its
+    bookmarks, or the headings of its first ``max_pages`` pages (default: the
+    whole paper, up to ``_MAX_STRUCTURE_PAGES``) found by their fonts
+    (``read_structure``).  Raises ArxivError for PDFs that cannot be opened."""
+    with _opened(data) as doc:
+        return read_structure(doc, max_pages).outline
 
 
 def pdf_overview(data: bytes, max_pages: int | None = None) -> Overview | None:
@@ -5384,30 +5431,7 @@ _OVERVIEW_LADDER = dict(
         ),
     )
 )
-_CUT_WITHIN = (
-    0.8  # of the limit: ``truncate`` cuts at a break this late or later, losing at most a fifth
-)
-_ECHOED = 80  # characters of the caller's input that an error message repeats
 _MAX_AUTHORS_SHOWN = 50  # names listed; a collaboration's hundreds of authors are counted past this
-
-
-def truncate(text: str, limit: int) -> tuple[str, bool]:
-    """Cut ``text`` to at most ``limit`` characters at a paragraph or line break
-    when one is near, never inside a word when avoidable.  Returns the text and
-    whether it was cut."""
-    if len(text) <= limit:
-        return text, False
-    cut = text[:limit]
-    for separator in ("\n\n", "\n", " "):
-        position = cut.rfind(separator)
-        if position >= limit * _CUT_WITHIN:
-            return cut[:position].rstrip(), True
-    return cut, True
-
-
-def _thousands(n: int) -> str:
-    """``12345`` -> ``"12,345"``."""
-    return f"{n:,}"
 
 
 def _estimate(chars: int) -> int:
@@ -5651,15 +5675,6 @@ def _text_summary(overview: Overview) -> str:
     if any(row.estimated for row in overview.sections):
         summary += " ≈: estimated from the PDF's text layer until its pages are converted."
     return summary
-
-
-def _end_of(sections: Sequence[Section], index: int) -> int:
-    """Where the section at ``index`` of a list in reading order ends, its subsections included:
-    the index of the next of its level or higher, or the list's length."""
-    level = sections[index].level
-    return next(
-        (i for i in range(index + 1, len(sections)) if sections[i].level <= level), len(sections)
-    )
 
 
 def format_outline(
@@ -8300,12 +8315,6 @@ _FIND_HELP = (
     "across them; without `paper`: across every paper read so far (no request to arXiv); with "
     "`categories` alone: within the day's announcement."
 )
-
-
-def _quote_input(text: str) -> str:
-    """A short, printable excerpt of untrusted input for an error message."""
-    excerpt = "".join(ch if ch.isprintable() and ch != "`" else "?" for ch in text[:_ECHOED])
-    return f"`{excerpt}`" + ("…" if len(text) > _ECHOED else "")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 replaced by FakeArxiv, which answers from real corpus files (testdata/) and
 records every request."""
 
+import ast
 import asyncio
 import base64
 import dataclasses
@@ -316,6 +317,47 @@ def call(**arguments):
 # ---------------------------------------------------------------------------
 # Set-up: the script header and pyproject agree
 # ---------------------------------------------------------------------------
+
+
+# The names a stage of arxiv_mcp.py may take from a later one (docs/architecture.md declares them):
+# the read modes and the full read stand in the tool's stage beside their answer functions, and are
+# looked up when a read runs; the overview's first sentence passes over a caption's label, and its
+# row of the references counts the list with the research moves' reading of it.
+LATER_STAGE_NAMES = {"READ_MODES", "FULL", "_CAPTION_LABEL", "_references_summary"}
+
+
+def test_each_stage_of_the_module_uses_only_the_stages_above_it():
+    source = (HERE / "arxiv_mcp.py").read_text()
+    banner = re.compile(r"^# -{20,}\n# (.+)\n# -{20,}$", re.M)
+    starts = [source[: m.start()].count("\n") + 1 for m in banner.finditer(source)]
+    assert len(starts) > 15, "the stages are cut by banners"
+
+    def stage(line):
+        return sum(start <= line for start in starts)
+
+    tree = ast.parse(source)
+    defined = {}
+    for node in tree.body:
+        targets = getattr(node, "targets", [getattr(node, "target", None)])
+        names = (
+            [node.name]
+            if hasattr(node, "name")
+            else [t.id for t in targets if isinstance(t, ast.Name)]
+        )
+        for name in names:
+            defined.setdefault(name, stage(node.lineno))
+    later = sorted(
+        {
+            (getattr(node, "name", ""), used.id)
+            for node in tree.body
+            for used in ast.walk(node)
+            if isinstance(used, ast.Name)
+            and isinstance(used.ctx, ast.Load)
+            and defined.get(used.id, 0) > stage(node.lineno)
+            and used.id not in LATER_STAGE_NAMES
+        }
+    )
+    assert later == [], f"names used before their stage: {later}"
 
 
 def script_dependencies() -> list[str]:
