@@ -2513,6 +2513,21 @@ def _with_reference_list(found: list[Section], source: _Text) -> list[Section]:
     )
 
 
+def _position(records: Sequence[Section], record: Section) -> int:
+    """Where ``record`` itself stands in ``records`` (by identity: two headings can be equal)."""
+    return next(index for index, each in enumerate(records) if each is record)
+
+
+def _counterpart(
+    section: Section, listed: Sequence[Section], among: Sequence[Section]
+) -> Section | None:
+    """The record in ``among`` (another placement of the same headings) of ``section``, a record
+    of ``listed``: the equal heading with as many equal ones before it; None when ``among`` lacks
+    it."""
+    earlier = sum(each == section for each in listed[: _position(listed, section)])
+    return next(itertools.islice((each for each in among if each == section), earlier, None), None)
+
+
 def _end_of(sections: Sequence[Section], index: int) -> int:
     """Where the section at ``index`` of a list in reading order ends, its subsections included:
     the index of the next of its level or higher, or the list's length."""
@@ -2802,10 +2817,12 @@ def _paper_outline(doc: "pymupdf.Document", pages: int) -> Outline:
 
 @dataclass(frozen=True)
 class SectionSummary:
-    """One row of the overview's section list."""
+    """One row of the overview's section list: its section placed in the overview's text, and its
+    size, measured there or (once converted whole) in the converted text."""
 
     section: Section
     sentence: str  # its first sentence, shortened; "" for a reference list
+    chars: int  # its size, subsections included
     estimated: bool = False  # its size is measured on the raw text layer, not on the converted text
     # a short fact the row keeps however the list shrinks: a reference list's entries and ids
     note: str = ""
@@ -2831,10 +2848,10 @@ class Overview:
     def measured(self, text: "PaperText") -> "Overview":
         """This overview with the converted sizes of the sections whose text ``text``
         holds whole (``PaperText.is_whole``); the others stay estimates."""
-        whole = {section: section for section in text.sections if text.is_whole(section)}
+        listed = [row.section for row in self.sections]
         rows = tuple(
-            dataclasses.replace(row, section=whole[row.section], estimated=False)
-            if row.section in whole
+            dataclasses.replace(row, chars=own.chars, estimated=False)
+            if (own := _counterpart(row.section, listed, text.sections)) and text.is_whole(own)
             else row
             for row in self.sections
         )
@@ -2976,11 +2993,18 @@ def _overview(
 
     rows = tuple(
         SectionSummary(
-            section, "", estimated, _references_summary(text[section.start : section.end])
+            section=section,
+            sentence="",
+            chars=section.chars,
+            estimated=estimated,
+            note=_references_summary(text[section.start : section.end]),
         )
         if _name_role(section.title) == REFERENCES
         else SectionSummary(
-            section, _first_sentence(text[section.start : section.end], labels(section)), estimated
+            section=section,
+            sentence=_first_sentence(text[section.start : section.end], labels(section)),
+            chars=section.chars,
+            estimated=estimated,
         )
         for section in sections
     )
@@ -4018,11 +4042,12 @@ class PaperText:
         return self.markdown[section.start : section.end].strip()
 
     def is_whole(self, section: Section) -> bool:
-        """Whether the text holds all of ``section``: the text is complete, or the heading
-        after it (of the same or a higher level) is converted and so is every page between."""
+        """Whether the text holds all of ``section``, one of its records: the text is complete, or
+        the heading after it (of the same or a higher level) is converted and so is every page
+        between."""
         if self.complete:
             return True
-        index = self.sections.index(section)  # its record here: its page is this text's
+        index = _position(self.sections, section)
         end = _end_of(self.sections, index)
         return end < len(self.sections) and not any(
             page in self.missing
@@ -5761,7 +5786,7 @@ def _section_rows(rows: Sequence[SectionSummary], fit: _Fit) -> str:
     lines = []
     for row, listed, appendix in shown:
         section, counted = row.section, fit.appendix_counted if appendix else fit.body_counted
-        size = _size(section.chars, row.estimated)
+        size = _size(row.chars, row.estimated)
         if listed and counted:
             inner = sum(s.level == section.level + 1 for s in listed)
             count = (
@@ -5921,17 +5946,15 @@ def _choices(sections: Sequence[Section]) -> str:
     return ", ".join(shown)
 
 
-def _neighbours(rows: Sequence[SectionSummary], section: Section) -> str:
-    """The navigation line after a section: the sections before and after it in the paper (the
-    overview's rows, which know the sections not converted yet), with their sizes, and how to get
-    back to the overview."""
+def _neighbours(rows: Sequence[SectionSummary], index: int) -> str:
+    """The navigation line after the section of row ``index``: the sections before and after it in
+    the paper (the overview's rows, which know the sections not converted yet), with their sizes,
+    and how to get back to the overview."""
 
     def named(where: str, row: SectionSummary) -> str:
-        return f'{where} "{row.section.label}" ({_chars(row.section.chars, row.estimated)})'
+        return f'{where} "{row.section.label}" ({_chars(row.chars, row.estimated)})'
 
-    listed = [row.section for row in rows]
-    index = listed.index(section)
-    end = _end_of(listed, index)
+    end = _end_of([row.section for row in rows], index)
     parts = [named("previous", rows[index - 1])] if index else []
     if end < len(rows):
         parts.append(named("next", rows[end]))
@@ -5949,13 +5972,20 @@ def format_sections(
     of the same headings, with their subsections, each ending with a navigation line (its
     neighbours in ``overview``'s rows, which name the sections not converted yet too); a section
     the text lacks says so."""
-    rows = overview.sections if overview else tuple(SectionSummary(s, "") for s in text.sections)
-    if missing := [section.label for section in sections if section not in text.sections]:
+    rows = (
+        overview.sections
+        if overview
+        else tuple(SectionSummary(section=s, sentence="", chars=s.chars) for s in text.sections)
+    )
+    listed = [row.section for row in rows]
+    owns = [_counterpart(section, listed, text.sections) for section in sections]
+    if missing := [s.label for s, own in zip(sections, owns) if own is None]:
         return f'{ERROR} The converted text has no section "{missing[0]}"; read it with "full".'
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
     cited: list[str] = []
-    for section in (text.sections[text.sections.index(section)] for section in sections):
-        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(rows, section)}")
+    for chosen, section in zip(sections, owns):
+        assert section is not None  # none is missing
+        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(rows, _position(listed, chosen))}")
         if _name_role(section.title) == REFERENCES:
             cited += [
                 i for i in cited_arxiv_ids(text.body(section), paper.arxiv_id) if i not in cited
@@ -6585,8 +6615,8 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
 # 2: the structure pass and the parsed HTML keep the front matter; 3: and the hidden passages; 4:
 # the parsed HTML keeps where its figures, tables and equations stand; 5: a structure's estimated
 # overview is its ``overview``; 6: a page's boxes in its text layer's order, bookmarks to earlier
-# pages left out of the outline
-_TEXT_FORMAT = 6
+# pages left out of the outline; 7: an overview's rows keep their size
+_TEXT_FORMAT = 7
 
 
 def _record(value: Any) -> bytes:
@@ -6832,14 +6862,16 @@ class _PdfState(_TextSource):
             return set()  # the answer is the error that lists the outline's sections
         pages: set[int] = set()
         for section in chosen:
-            end = _end_of(outline, outline.index(section))
+            end = _end_of(outline, _position(outline, section))
             # where the heading after it is
             last = outline[end].page if end < len(outline) else self.structure.page_count
             pages.update(range(max(1, section.page), last + 1)[:max_pages])
         text = self.text(False, max_pages, title) if pages <= self.pages.keys() else None
         # a heading the converted text lacks waits for nothing: the answer says so
         if text and not all(
-            text.is_whole(section) for section in chosen if section in text.sections
+            text.is_whole(own)
+            for section in chosen
+            if (own := _counterpart(section, outline, text.sections))
         ):
             later_pages = range(max(pages), self.structure.page_count + 1)
             pages.update(next(([page] for page in later_pages if page not in self.pages), []))

@@ -1149,7 +1149,7 @@ def routing_rows(overview: am.Overview) -> list[am.SectionSummary]:
         row
         for row in overview.sections
         if row.section.level == 1
-        and row.section.chars >= 200
+        and row.chars >= 200
         and am._name_role(row.section.title) != am.REFERENCES
     ]
 
@@ -1177,11 +1177,7 @@ def report_overviews(pdfs: dict[str, bytes]) -> None:
         found = am.format_find(paper, passages, "results", overview)
         first = re.search(r"^1\. \*\*(.+?)\*\*", found, re.M)
         section = next(
-            (
-                row.section.chars
-                for row in overview.sections
-                if first and row.section.label == first[1]
-            ),
+            (row.chars for row in overview.sections if first and row.section.label == first[1]),
             0,
         )
         before_evidence.append(len(text) + len(found) + min(section, am.SETTINGS.max_chars))

@@ -1655,7 +1655,8 @@ def test_affiliations_are_the_first_thing_an_overview_drops_to_fit():
         for n in range(1, 41)
     )
     section = am.Section("1", "Introduction", 1, 1, 0, 900)
-    overview = am.Overview(8, 8, 900, (am.SectionSummary(section, "It begins."),), ())
+    row = am.SectionSummary(section=section, sentence="It begins.", chars=900)
+    overview = am.Overview(8, 8, 900, (row,), ())
     few = am.format_overview(dataclasses.replace(paper, authors=authors[:2]), overview)
     # room: affiliations kept
     assert "Author 1 (Department 1, University of Somewhere, Country)" in few
@@ -2531,10 +2532,14 @@ def test_a_heading_is_one_record_in_the_overview_and_in_the_text(convert_once):
     assert [s.label for s in text.sections][-2:] == ["Acknowledgements", "References"]
     assert rows[0] == text.sections[0] and rows[0].start != text.sections[0].start
     assert sorted(rows, key=text.sections.index) == list(text.sections)
-    # Refined by the converted text, the overview's rows are the text's own records.
+    # Refined by the converted text, the overview's rows take its sizes and keep their records,
+    # placed in the one text the overview read.
     measured = estimated.measured(text).sections
     assert all(not row.estimated for row in measured)
-    assert all(any(row.section is placed for placed in text.sections) for row in measured)
+    assert all(row.section is placed for row, placed in zip(measured, rows, strict=True))
+    sizes = {section.label: section.chars for section in text.sections}
+    assert [row.chars for row in measured] == [sizes[section.label] for section in rows]
+    assert [row.chars for row in estimated.sections] == [section.chars for section in rows]
 
 
 def test_sections_without_outline(convert_once):
@@ -2966,7 +2971,8 @@ def test_candidate_filter_rejects_sentence_fragments_and_running_headers():
 
 
 def summary(number, title, level, chars, sentence="", start=0):
-    return am.SectionSummary(am.Section(number, title, level, 1, start, start + chars), sentence)
+    section = am.Section(number, title, level, 1, start, start + chars)
+    return am.SectionSummary(section=section, sentence=sentence, chars=chars)
 
 
 def test_captions_and_subsections_give_way_before_the_top_level_sentences():
@@ -3211,13 +3217,21 @@ def test_the_transformers_overview_lists_its_subsections_and_outline_lists_every
 
 
 def test_the_outline_of_a_section_takes_the_rows_below_it_whatever_text_placed_them():
-    # Mid-conversion the overview mixes the converted text's records (2, placed in the Markdown)
-    # and the outline's estimates (2.1 and 3, placed in the raw text layer): offsets of two texts.
-    rows = (
-        am.SectionSummary(am.Section("1", "Intro", 1, page=1, start=0, end=900), "", True),
-        am.SectionSummary(am.Section("2", "Model", 1, page=2, start=40, end=5_000), ""),
-        am.SectionSummary(am.Section("2.1", "Data", 2, page=2, start=1_200, end=2_000), "", True),
-        am.SectionSummary(am.Section("3", "Results", 1, page=3, start=2_000, end=4_000), "", True),
+    # Mid-conversion the overview mixes sizes measured in the converted text (2) and the outline's
+    # estimates (1, 2.1 and 3, measured in the raw text layer).
+    rows = tuple(
+        am.SectionSummary(
+            section=am.Section(number, title, level, page=page, start=start, end=end),
+            sentence="",
+            chars=end - start,
+            estimated=estimated,
+        )
+        for number, title, level, page, start, end, estimated in (
+            ("1", "Intro", 1, 1, 0, 900, True),
+            ("2", "Model", 1, 2, 40, 5_000, False),
+            ("2.1", "Data", 2, 2, 1_200, 2_000, True),
+            ("3", "Results", 1, 3, 2_000, 4_000, True),
+        )
     )
     overview = am.Overview(4, 2, 9_000, rows, ())
     paper = am.parse_feed(ATOM_1111).papers[0]
@@ -5466,7 +5480,11 @@ def test_a_section_the_overview_lists_and_the_text_lacks_says_so():
     overview = am.overview_of(text)
     results = am.Section("3", "Results", 1, page=2, start=0, end=1200)  # placed in another text
     listed = dataclasses.replace(
-        overview, sections=(*overview.sections, am.SectionSummary(results, "", estimated=True))
+        overview,
+        sections=(
+            *overview.sections,
+            am.SectionSummary(section=results, sentence="", chars=results.chars, estimated=True),
+        ),
     )
     paper = am.parse_feed(ATOM_1111).papers[0]
     answer = am.format_sections(paper, text, am._select_sections([results], ["3"]), 50_000, listed)
@@ -5479,6 +5497,31 @@ def test_a_section_the_overview_lists_and_the_text_lacks_says_so():
         'Navigation: previous "1 Intro" (18 chars) · next "3 Results" (≈1,200 chars) · '
         "the overview: omit section"
     )
+
+
+def test_a_heading_printed_twice_is_read_where_it_stands():
+    parts = ["## 1 Intro\n\nWhy.", "### Proof\n\nThe first.", "## 2 Methods\n\nHow."]
+    parts.append("### Proof\n\nThe second, longer.")
+    markdown = "\n\n".join(parts) + "\n"
+    starts = [markdown.index(part) for part in parts]
+    levels = [("1", "Intro", 1), ("", "Proof", 2), ("2", "Methods", 1), ("", "Proof", 2)]
+    sections = tuple(
+        am.Section(number, title, level, start=start, end=end)
+        for (number, title, level), start, end in zip(
+            levels, starts, [starts[2], starts[2], len(markdown), len(markdown)], strict=True
+        )
+    )
+    text = am.PaperText(markdown, sections, 1, 1)
+    assert sections[1] == sections[3], "equal records: one heading, printed twice"
+    overview = am.overview_of(text)
+    rows = [row.section for row in overview.sections]
+    assert am._counterpart(rows[3], rows, text.sections) is sections[3]
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    answer = am.format_sections(paper, text, [rows[3]], 50_000, overview)
+    assert "The second, longer." in answer and "The first." not in answer
+    assert 'previous "2 Methods"' in answer and "next" not in answer.splitlines()[-1]
+    first = am.format_sections(paper, text, [rows[1]], 50_000, overview)
+    assert "The first." in first and 'previous "1 Intro"' in first and 'next "2 Methods"' in first
 
 
 def listed_sizes(overview):
@@ -6139,7 +6182,7 @@ def test_the_estimated_overview_lists_the_sections_a_read_finds(pdf, title, conv
     # within 25 % (median ratio).
     assert estimated.estimated and all(row.estimated for row in estimated.sections)
     exact = {s.label: s.chars for s in text.sections}
-    ratios = [row.section.chars / exact[row.section.label] for row in estimated.sections]
+    ratios = [row.chars / exact[row.section.label] for row in estimated.sections]
     assert 0.75 <= statistics.median(ratios) <= 1.25, ratios
     top = [row.section for row in estimated.sections if row.section.level == 1]
     assert 0.8 <= sum(s.chars for s in top) / sum(exact[s.label] for s in top) <= 1.2
