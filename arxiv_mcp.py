@@ -6772,8 +6772,8 @@ def _converted_text(pdf: PdfText, title: str, complete: bool) -> PaperText:
 class _TextSource(_Guarded):
     """A source of a paper's text, one subclass each (``_HtmlState``, ``_PdfState``): what a paper's
     text needs, asked of the source it is read from (``_PaperState.text``), never by asking which
-    one it is.  A new source is one subclass, its download in ``PaperLibrary._load`` and its name
-    in ``SOURCES``.  The library writes it; the scheduler's jobs read it."""
+    one it is (docs/architecture.md: where to add a source).  It is read and written with its
+    paper's lock held (``_PaperState``)."""
 
     from_disk: bool = False  # its download came from the disk cache
     # why it cannot be had (the PDF's: its text, or for a paper read from HTML its images)
@@ -6930,7 +6930,7 @@ class _PdfState(_TextSource):
 @dataclass(eq=False)
 class _MetadataState(_Guarded):
     """A paper's metadata from the API (or a search's entry, or kept on disk past its time and
-    marked), or why it cannot be had.  The library writes it."""
+    marked), or why it cannot be had.  Read and written with its paper's lock held."""
 
     paper: Paper | None = None
     error: ArxivError | None = None  # the paper cannot be read at all: arXiv knows no such paper
@@ -6976,7 +6976,8 @@ class _HtmlState(_TextSource):
 @dataclass(eq=False)
 class _Callers(_Guarded):
     """The callers waiting on a paper: what they asked for (one count a caller; empty when none
-    waits), and the listeners that hear the read's steps.  The library writes it (``read``)."""
+    waits), and the listeners that hear the read's steps.  Read and written with its paper's lock
+    held (``read``); its listeners are called without it (``tell``)."""
 
     wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
     listeners: list[Progress] = dataclasses.field(default_factory=list)
@@ -7101,8 +7102,8 @@ class Converter:
     """MuPDF's work on papers' PDFs, in this process, one job at a time: a paper's PDF (by the key
     it is sent with) is opened by its first page and stays open for its pages until ``close``; a
     structure pass or an image opens it for itself.  Each job answers a record (``_record``), as the
-    disk cache keeps it, or an Image.  The server runs two in child processes
-    (``ConverterProcess``)."""
+    disk cache keeps it, or an Image.  Every call into MuPDF takes ``_PDF_LOCK``, one page at a time
+    in the process.  The server runs two in child processes (``ConverterProcess``)."""
 
     running = True  # always ready for a job
 
@@ -7187,7 +7188,8 @@ class ConverterProcess:
     process's interpreter stays free for answers while pages convert.  ``stop`` ends it (the
     scheduler does when idle); the next job starts another. A job the process dies on, or does not
     answer within ``_JOB_LIMIT``, fails alone (ArxivError) and the process is replaced: a PDF that
-    makes MuPDF abort costs its paper only.  Threads take turns, one job at a time."""
+    makes MuPDF abort costs its paper only.  Threads take turns, one job at a time: it owns the lock
+    ``_turn``, held for a job or a start."""
 
     def __init__(self, make: Callable[[], Converter] = Converter, layout: bool = True) -> None:
         self.make = (
@@ -7972,6 +7974,10 @@ class PaperLibrary:
     deadline passes. The cache is bounded by count and by bytes (downloads and texts); the least
     recently used idle paper goes first. With a ``DiskCache`` (the server's), versioned downloads,
     metadata and "no HTML" answers outlive a restart.
+
+    It is the paper store: its papers and their states are read and written with the scheduler's
+    condition, ``changed``, held (the rule of ``_PaperState``); its ``Catalogue`` and ``FindCorpus``
+    own locks of their own, taken inside it or alone.
     """
 
     def __init__(
