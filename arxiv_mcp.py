@@ -6750,15 +6750,20 @@ class LockRuleBroken(RuntimeError):
 
 
 class _Guarded:
-    """A part of a paper's state, written only with its lock held (the rule of ``_PaperState``):
-    with ``CHECK_LOCKS`` on, a write without it raises LockRuleBroken."""
+    """A part of a paper's state, written only with its lock held (the rule of ``_PaperState``) and
+    only by setting a field (a new dictionary, never an item), so that every write is a change of
+    the paper (``_PaperState.revision``); with ``CHECK_LOCKS`` on, a write without the lock raises
+    LockRuleBroken."""
 
     _lock: threading.Condition | None = None  # the library's, once the paper is in it (``guard``)
+    _paper: "_PaperState | None" = None  # the paper it is a part of, from then on
 
     def __setattr__(self, name: str, value: Any) -> None:
         if CHECK_LOCKS and self._lock is not None and not self._lock._is_owned():  # type: ignore[attr-defined]
             raise LockRuleBroken(f"{type(self).__name__}.{name} was written without its lock")
         object.__setattr__(self, name, value)
+        if self._paper is not None:
+            object.__setattr__(self._paper, "revision", self._paper.revision + 1)
 
 
 @functools.lru_cache(maxsize=16)
@@ -7016,11 +7021,15 @@ class _PaperState(_Guarded):
     callers: _Callers = dataclasses.field(default_factory=_Callers)
     loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
     forgotten: bool = False  # evicted from the cache: its PDF work stops
+    # its changes so far: what is made of its state (an answer, a page plan) holds until the next
+    revision: int = 0
 
     def guard(self, lock: threading.Condition) -> "_PaperState":
-        """This state, its parts told the lock they are written under (``_Guarded``)."""
+        """This state, its parts told the lock they are written under and the paper whose changes
+        they count (``_Guarded``)."""
         for part in (self, self.metadata, self.html, self.pdf, self.callers):
             object.__setattr__(part, "_lock", lock)
+            object.__setattr__(part, "_paper", self)
         return self
 
     @property
@@ -7341,6 +7350,8 @@ class Scheduler:
         self._order = itertools.count()
         self._lanes: set[str] = set()  # the lanes whose thread runs
         self._rendering = 0  # images being rendered in the structure passes' converter
+        # each paper's page plan, with the revision of its state it was made at (``_plan``)
+        self._plans: dict[_PaperState, tuple[int, set[int]]] = {}
 
     def add(self, state: _PaperState) -> None:
         """Schedule a paper's PDF work."""
@@ -7400,7 +7411,7 @@ class Scheduler:
             return (JOB_STRUCTURE, -self._order_of(state)), functools.partial(
                 self._structure, key, pdf.data, pdf.disk_text
             )
-        wanted = sorted(page for page in self.needed(state) if page not in pdf.pages)
+        wanted = sorted(page for page in self._plan(state) if page not in pdf.pages)
         if wanted:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: convert(wanted[0])
         rest = state.text.background_pages(self.settings().max_pages)
@@ -7411,6 +7422,13 @@ class Scheduler:
         return (
             ((JOB_CLOSE,), lambda: self.converter.close(key)) if self.converter.holds(key) else None
         )
+
+    def _plan(self, state: _PaperState) -> set[int]:
+        """The pages that the paper's waiting callers need (``needed``), asked again only when its
+        state has changed."""
+        if (plan := self._plans.get(state)) is None or plan[0] != state.revision:
+            plan = self._plans[state] = (state.revision, self.needed(state))
+        return plan[1]
 
     def _pdf_coming(self) -> bool:
         """Whether a paper's PDF is downloading for the converter."""
@@ -7438,6 +7456,7 @@ class Scheduler:
                 and not state.text.background_pages(self.settings().max_pages)
             ):
                 self._papers.remove(state)
+                self._plans.pop(state, None)
         return min(jobs, key=lambda job: job[0])[1:] if jobs else None
 
     def _converter_of(self, lane: str) -> Converter | ConverterProcess:
@@ -8126,12 +8145,21 @@ class PaperLibrary:
             self._states.move_to_end(key)
             self.downloads.refresh(state)
             self.scheduler.touch(state)
-            state.callers.wants[request] += 1  # the scheduler converts what it needs first
+            state.callers.wants += Counter(
+                {request: 1}
+            )  # the scheduler converts what it needs first
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
-                while (reading := _answer(state, request, self.settings.max_pages)) is None:
-                    self._start_what_is_missing(state, request)
+                made_at, reading = -1, None  # the answer is made again only when the paper changes
+                while reading is None:
+                    if made_at != state.revision:
+                        made_at = state.revision
+                        if (
+                            reading := _answer(state, request, self.settings.max_pages)
+                        ) is not None:
+                            break
+                        self._start_what_is_missing(state, request)
                     remaining = None if until is None else until - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         reading = _late(state, self.settings.deadline)
@@ -8203,7 +8231,8 @@ class PaperLibrary:
                 state.pdf.structure = outcome
             elif outcome is not None:
                 page, made = outcome
-                state.pdf.pages[page], state.pdf.regions[page] = made.markdown, made.regions
+                state.pdf.pages = {**state.pdf.pages, page: made.markdown}
+                state.pdf.regions = {**state.pdf.regions, page: made.regions}
             progress = len(state.pdf.pages), state.pdf.structure.page_count
             self.scheduler.changed.notify_all()
         if isinstance(outcome, tuple):

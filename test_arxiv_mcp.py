@@ -5998,6 +5998,33 @@ def test_a_section_past_the_page_cap_costs_its_own_pages(env, monkeypatch, page_
         step.release()
 
 
+def test_a_waiting_read_makes_its_answer_again_only_when_its_paper_changes(
+    env, monkeypatch, page_once
+):
+    env.feeds["2203.00274v2"], env.pdfs["2203.00274v2"] = (
+        ATOM_1111,
+        (DATA / "2203.00274v2.pdf").read_bytes(),
+    )
+    monkeypatch.setattr(
+        env.library.scheduler.converter,
+        "convert_page",
+        lambda doc, page, hidden: page_once(doc, page),
+    )
+    made, answer = [], am._answer
+
+    def counted(state, request, max_pages):
+        if state.arxiv_id == "1111.2011v2":
+            made.append(state.revision)
+        return answer(state, request, max_pages)
+
+    monkeypatch.setattr(am, "_answer", counted)
+    other = threading.Thread(target=call, kwargs={"paper": "2203.00274v2", "section": "full"})
+    other.start()  # its downloads and pages wake the read below without changing its paper
+    assert "## Full Text (PDF)" in call(paper="1111.2011v2", section="full")
+    other.join(30)
+    assert len(made) > 2 and len(made) == len(set(made)), f"an answer per change: {made}"
+
+
 def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conversion(
     env, monkeypatch, page_once
 ):
@@ -6057,7 +6084,8 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     jobs = [scheduler.job_for(state) for state in states]
     assert jobs[0] is None, "the oldest paper waits until it is asked again"
     assert jobs[2][0] < jobs[1][0], "the newest first"
-    waited_for[states[0]] = {4}  # a caller waits for page 4 of the oldest paper
+    waited_for[states[0]] = {4}  # a caller waits for page 4 of the oldest paper:
+    states[0].revision += 1  # a change of the paper, after which its page plan is made again
     assert scheduler.job_for(states[0])[0] < jobs[2][0]
     # a caller waits for a download: no background page is begun
     scheduler.downloading = lambda: True
