@@ -5289,12 +5289,13 @@ def _last_name(name: str) -> str:
 
 
 def bibtex_key(paper: Paper) -> str:
-    """``murray2012quantum``: the first author's last name in ASCII, the year of the
-    version, and the first significant word of the title (TeX left out)."""
+    """``murray2011quantum``: the first author's last name in ASCII, the year of the first
+    version (``format_bibtex``'s), and the first significant word of the title (TeX left out)."""
     author = _last_name(paper.authors[0].name) if paper.authors else "anonymous"
     words = re.findall(r"[A-Za-z0-9]+", _ascii(re.sub(r"\$[^$]*\$", " ", paper.title)))
     word = next((w for w in words if w.lower() not in _TITLE_STOPWORDS), "")
-    return re.sub(r"[^a-z0-9]", "", _ascii(author).lower()) + paper.updated[:4] + word.lower()
+    year = (paper.published or paper.updated)[:4]
+    return re.sub(r"[^a-z0-9]", "", _ascii(author).lower()) + year + word.lower()
 
 
 def _bibtex_text(text: str) -> str:
@@ -5303,14 +5304,15 @@ def _bibtex_text(text: str) -> str:
 
 
 def format_bibtex(paper: Paper) -> str:
-    """One ``@misc`` BibTeX entry as arXiv exports it: every author, the year of the
-    version read, the eprint without its version, the DOI and the journal reference
-    (as ``note``) when there are; the title's case protected by braces."""
+    """One ``@misc`` BibTeX entry: every author, the year of the first version (as DBLP and Google
+    Scholar date an arXiv paper; arXiv's own export gives the latest version's), the eprint without
+    its version, the DOI and the journal reference (as ``note``) when there are; the title's case
+    protected by braces."""
     base, _ = _split_version(paper.arxiv_id)
     fields = [
         ("title", "{" + _bibtex_text(paper.title) + "}"),
         ("author", " and ".join(_bibtex_text(author.name) for author in paper.authors)),
-        ("year", paper.updated[:4]),
+        ("year", (paper.published or paper.updated)[:4]),
         ("eprint", base),
         ("archivePrefix", "arXiv"),
         ("primaryClass", paper.primary_category),
