@@ -8123,8 +8123,11 @@ class PaperLibrary:
         ArxivError if the metadata has not arrived; the read goes on.  Without ``request``: the full
         text.  A paper that is not cached while ``_MAX_COLD_READS`` others download is refused at
         once (ArxivError: the server is busy)."""
-        request = request or FULL
-        changed = self.scheduler.changed
+        request, changed, max_pages = (
+            request or FULL,
+            self.scheduler.changed,
+            self.settings.max_pages,
+        )
         # The deadline is a limiter-clock time; waits are in real time.
         until = (
             None
@@ -8147,19 +8150,16 @@ class PaperLibrary:
             self._states.move_to_end(key)
             self.downloads.refresh(state)
             self.scheduler.touch(state)
-            state.callers.wants += Counter(
-                {request: 1}
-            )  # the scheduler converts what it needs first
+            # the scheduler converts what it needs first
+            state.callers.wants += Counter({request: 1})
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
-                made_at, reading = -1, None  # the answer is made again only when the paper changes
-                while reading is None:
+                made_at = -1  # the answer is made again only when the paper has changed
+                while True:
                     if made_at != state.revision:
-                        made_at = state.revision
-                        if (
-                            reading := _answer(state, request, self.settings.max_pages)
-                        ) is not None:
+                        made_at, reading = state.revision, _answer(state, request, max_pages)
+                        if reading is not None:
                             break
                         self._start_what_is_missing(state, request)
                     remaining = None if until is None else until - time.monotonic()
