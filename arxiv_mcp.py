@@ -6047,14 +6047,11 @@ def format_find(
         "\n\n".join(entries),
     ]
     if len(entries) < len(hits) and (
-        richest := Counter(
-            hit.section for hit in hits if hit.section in {s.label for s in sections}
-        )
+        richest := Counter(hit.section for hit in hits if hit.section is not None)
     ):
-        label, count = richest.most_common(1)[0]
-        section = next(s for s in sections if s.label == label)
+        section, count = richest.most_common(1)[0]
         lines.append(
-            f'\nMore: {count} are in "{label}": read it with '
+            f'\nMore: {count} are in "{section.label}": read it with '
             f'`section="{section.number or section.title}"`, '
             "or give `find` with `section` to search one section."
         )
@@ -6068,8 +6065,9 @@ def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], s
     terms = _find_terms(query)
     for hit in hits[:_FIND_PASSAGES]:
         count, page = sum(hit.counts), f", p. {hit.passage.page}" if hit.passage.page else ""
+        where = hit.section.label if hit.section else "front matter"
         entry = (
-            f"{len(entries) + 1}. {label(hit)}**{hit.section}**{page} ({count} "
+            f"{len(entries) + 1}. {label(hit)}**{where}**{page} ({count} "
             f"match{'es' * (count > 1)}): "
             f"{_bolded(hit.passage.text, _matches_in(hit.passage, terms))}"
         )
@@ -6113,7 +6111,7 @@ class _Hit:
     are marked only if it is shown: ``_matches_in`` is slow)."""
 
     arxiv_id: str
-    section: str  # its section's label
+    section: Section | None  # its section, None before the first
     passage: Passage
     counts: tuple[int, ...]  # how often each term occurs in it
     nth: int  # its place among its paper's matching passages, from 0: ties go to each paper in turn
@@ -6176,14 +6174,13 @@ def find_across(
         ]
         counts[paper.arxiv_id] = (paper.title, len(matching))
         for nth, (passage, found_here) in enumerate(matching):
-            section = _section_at(paper.sections, passage.offset)
             hits.append(
                 _Hit(
-                    paper.arxiv_id,
-                    section.label if section else "front matter",
-                    passage,
-                    found_here,
-                    nth,
+                    arxiv_id=paper.arxiv_id,
+                    section=_section_at(paper.sections, passage.offset),
+                    passage=passage,
+                    counts=found_here,
+                    nth=nth,
                 )
             )
     weights = [
