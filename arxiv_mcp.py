@@ -7323,9 +7323,7 @@ class Scheduler:
     def __init__(
         self,
         settings: Callable[[], Settings],
-        needed: Callable[[_PaperState], set[int]],
         done: Callable[[_PaperState, "JobOutcome"], None],
-        downloading: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         converters: Converters | None = None,
     ):
@@ -7336,9 +7334,7 @@ class Scheduler:
         self.settings = (
             settings  # the library's (they can change): the full text's pages, the idle exit
         )
-        self.needed = needed  # the pages that a paper's waiting callers need
         self.done = done  # takes what a job made for a paper: the scheduler never writes a paper
-        self.downloading = downloading  # whether a caller waits for a PDF still downloading
         self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
         self._recent: list[_PaperState] = []  # the most recently asked papers, the newest last
@@ -7429,10 +7425,27 @@ class Scheduler:
             plan = self._plans[state] = (state.revision, self.needed(state))
         return plan[1]
 
-    def _pdf_coming(self) -> bool:
-        """Whether a paper's PDF is downloading for the converter."""
+    def needed(self, state: _PaperState) -> set[int]:
+        """The pages that the paper's waiting callers need (``_PaperState.pages_needed``)."""
+        max_pages = self.settings().max_pages
+        return set().union(
+            *(state.pages_needed(wanted, max_pages) for wanted in state.callers.wants)
+        )
+
+    def downloading(self) -> bool:
+        """Whether a caller waits for a PDF still downloading (a page nobody waits for is not begun
+        meanwhile)."""
+        return self._pdf_coming(waited_for=True)
+
+    def _pdf_coming(self, waited_for: bool = False) -> bool:
+        """Whether a paper's PDF is downloading for the converter (with ``waited_for``, one that a
+        caller waits for)."""
         return any(
-            s.pdf.wanted and s.pdf.data is None and s.pdf.error is None and not s.forgotten
+            s.pdf.wanted
+            and s.pdf.data is None
+            and s.pdf.error is None
+            and not s.forgotten
+            and (s.callers.wants or not waited_for)
             for s in self._papers
         )
 
@@ -8009,17 +8022,7 @@ class PaperLibrary:
         self.limiter = limiter or LIMITER
         self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
         self.scheduler = Scheduler(
-            lambda: self.settings,
-            lambda state: set().union(
-                *(
-                    state.pages_needed(request, self.settings.max_pages)
-                    for request in state.callers.wants
-                )
-            ),
-            self._job_done,
-            self._downloading,
-            self.limiter.clock,
-            converters,
+            lambda: self.settings, self._job_done, self.limiter.clock, converters
         )
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
@@ -8238,16 +8241,6 @@ class PaperLibrary:
             state.callers.tell(
                 self.scheduler.changed, f"Converted page {outcome[0]} of {progress[1]}", *progress
             )
-
-    def _downloading(self) -> bool:
-        """Whether a caller waits for a PDF that is still downloading."""
-        return any(
-            state.callers.wants
-            and state.pdf.wanted
-            and state.pdf.data is None
-            and state.pdf.error is None
-            for state in self._states.values()
-        )
 
     def _evict(self) -> None:
         """Drop the least recently used idle papers past the cache's bounds."""

@@ -4681,7 +4681,7 @@ def test_an_id_without_a_version_reads_the_html_of_the_latest_version(html_env):
 
 def test_a_request_to_one_host_never_waits_behind_another_hosts():
     scheduler, order, holding = (
-        am.Scheduler(am.Settings, needed=lambda state: set(), done=lambda state, outcome: None),
+        am.Scheduler(am.Settings, done=lambda state, outcome: None),
         [],
         threading.Event(),
     )
@@ -6067,9 +6067,8 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
 
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
-    scheduler = am.Scheduler(
-        am.Settings, needed=lambda state: waited_for[state], done=lambda state, outcome: None
-    )
+    scheduler = am.Scheduler(am.Settings, done=lambda state, outcome: None)
+    scheduler.needed = lambda state: waited_for[state]  # the pages its callers wait for
     states = [
         am._PaperState(
             f"2101.0000{n}",
@@ -6094,7 +6093,7 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
 
 def test_arxiv_requests_take_turns_by_urgency_then_age():
     scheduler, order, holding = (
-        am.Scheduler(am.Settings, needed=lambda state: set(), done=lambda state, outcome: None),
+        am.Scheduler(am.Settings, done=lambda state, outcome: None),
         [],
         threading.Event(),
     )
