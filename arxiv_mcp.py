@@ -99,13 +99,20 @@ DEFAULT_USER_AGENT = f"arxiv-mcp/{__version__} (MCP server for reading arXiv pap
 
 @dataclass(frozen=True)
 class Settings:
-    """Runtime settings; ``Settings.from_env()`` reads them from ``ARXIV_*`` variables."""
+    """Runtime settings; ``Settings.from_env()`` reads them from ``ARXIV_*`` variables (the key of
+    Semantic Scholar also from its own tools' ``SEMANTIC_SCHOLAR_API_KEY``)."""
 
     api_url: str = "https://export.arxiv.org/api/query"  # ARXIV_API_URL
     pdf_url: str = "https://export.arxiv.org/pdf/{id}"  # ARXIV_PDF_URL, a template with {id}
     html_url: str = "https://arxiv.org/html/{id}"  # ARXIV_HTML_URL, a template with {id}
     # ARXIV_RSS_URL: arXiv's daily announcements, a template with {categories}
     rss_url: str = "https://rss.arxiv.org/rss/{categories}"
+    # ARXIV_S2_URL: Semantic Scholar's Academic Graph API, for a paper's citations and venue ("off":
+    # never asked)
+    s2_url: str = "https://api.semanticscholar.org/graph/v1"
+    s2_key: str = (
+        ""  # ARXIV_S2_KEY, or SEMANTIC_SCHOLAR_API_KEY: sent to it as x-api-key, never shown
+    )
     # ARXIV_SOURCE: the text from arXiv's HTML where it has it ("auto"), or only "html", "pdf"
     source: str = "auto"
     user_agent: str = DEFAULT_USER_AGENT  # ARXIV_USER_AGENT
@@ -136,10 +143,15 @@ class Settings:
     @property
     def allowed_hosts(self) -> frozenset[str]:
         """The only hosts this module ever sends a request to."""
-        return frozenset(
-            urllib.parse.urlsplit(url.replace("{id}", "x")).hostname or ""
-            for url in (self.api_url, self.pdf_url, self.html_url, self.rss_url)
-        )
+        urls = (self.api_url, self.pdf_url, self.html_url, self.rss_url, self.s2_url)
+        return frozenset(urllib.parse.urlsplit(url).hostname or "" for url in urls) - {""}
+
+    @property
+    def host_intervals(self) -> dict[str, float]:
+        """Seconds between request starts to the hosts paced otherwise than ``min_interval``:
+        Semantic Scholar's, whatever arXiv's is."""
+        s2_host = urllib.parse.urlsplit(self.s2_url).hostname
+        return {s2_host: _S2_INTERVAL} if s2_host else {}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -149,7 +161,7 @@ class Settings:
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
             name = f"ARXIV_{field.name.upper()}"
-            raw = environ.get(name, "").strip()
+            raw = (environ.get(name) or environ.get(_ALSO_NAMED.get(field.name, ""), "")).strip()
             if not raw:
                 continue
             default: Any = field.default
@@ -162,7 +174,12 @@ class Settings:
                 log.warning("%s must be a non-negative number; using the default", name)
                 continue
             template = _URL_TEMPLATES.get(field.name, "")
-            if field.name.endswith("_url") and not _is_http_url(value, template=template):
+            off = field.name == "s2_url" and value == "off"
+            if (
+                field.name.endswith("_url")
+                and not off
+                and not _is_http_url(value, template=template)
+            ):
                 log.warning(
                     "%s must be an http(s) URL%s; using the default",
                     name,
@@ -178,6 +195,10 @@ class Settings:
 
 # What each URL template must hold.
 _URL_TEMPLATES = {"pdf_url": "{id}", "html_url": "{id}", "rss_url": "{categories}"}
+# Settings read also from a variable of another name: the one Semantic Scholar's own tools read.
+_ALSO_NAMED = {"s2_key": "SEMANTIC_SCHOLAR_API_KEY"}
+# Seconds between requests to Semantic Scholar for every server on the machine: its pace for a key.
+_S2_INTERVAL = 1.0
 
 
 def _is_http_url(url: str, *, template: str) -> bool:
@@ -353,13 +374,13 @@ class QueryRejected(ArxivError):
 
 
 class Throttled(ArxivError):
-    """arXiv is limiting requests to one of its services right now (its capacity, not the caller's
-    doing): nothing was asked of it, or it answered "Rate exceeded.".  ``retry_in``: seconds until
-    its cool-down ends."""
+    """A service (``who``: arXiv's, or Semantic Scholar) is limiting requests right now (its
+    capacity, not the caller's doing): nothing was asked of it, or it answered "Rate exceeded." or
+    a 429.  ``retry_in``: seconds until its cool-down ends."""
 
-    def __init__(self, retry_in: float):
+    def __init__(self, retry_in: float, who: str = "arXiv"):
         super().__init__(
-            f"arXiv is limiting requests right now (its capacity, not your doing); try again in "
+            f"{who} is limiting requests right now (its capacity, not your doing); try again in "
             f"{_duration(retry_in)}.",
             transient=True,
         )
@@ -431,9 +452,9 @@ _EARLIER_REQUEST = "Timed out waiting for an earlier arXiv request to finish; tr
 
 
 class RateLimiter:
-    """At least ``interval`` seconds between the starts of requests to one host,
-    and one request at a time per host; shared by every thread of the process.
-    After a throttle, a service cools down for every caller (``cool_down``).
+    """At least ``interval`` seconds between the starts of requests to one host (for the hosts
+    ``intervals`` names, theirs), and one request at a time per host; shared by every thread of the
+    process.  After a throttle, a service cools down for every caller (``cool_down``).
 
     ``clock`` and ``sleep`` are injectable so tests can run on a fake clock.
     """
@@ -443,8 +464,11 @@ class RateLimiter:
         interval: float,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        *,
+        intervals: Mapping[str, float] | None = None,
     ):
         self.interval = interval
+        self.intervals = dict(intervals or {})
         self.clock = clock
         self.sleep = sleep
         self._guard = threading.Lock()
@@ -459,24 +483,26 @@ class RateLimiter:
         *,
         service: str = "",
         patience: float = math.inf,
+        who: str = "arXiv",
     ) -> Iterator[None]:
         """Hold the host's one connection for a request, waiting for its turn and for ``service``'s
-        cool-down.  Raises Throttled when the cool-down lasts more than ``patience`` seconds or past
-        ``deadline`` (a ``clock()`` time), ArxivError when the turn would come after ``deadline``.
-        """
+        cool-down.  Raises Throttled (naming ``who``) when the cool-down lasts more than
+        ``patience`` seconds or past ``deadline`` (a ``clock()`` time), ArxivError when the turn
+        would come after ``deadline``."""
         # before queueing behind the host's other requests
-        self._check_cooling(service, deadline, patience)
+        self._check_cooling(service, deadline, patience, who=who)
         with self._connection(host, deadline):
             # a request ahead may have been throttled: the cool-down is read again at the turn
             while True:
                 with self._state() as turns:
-                    cooling = self._check_cooling(service, deadline, patience, turns)
+                    cooling = self._check_cooling(service, deadline, patience, turns, who)
                     if (
                         wait := max(
                             turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock(), cooling
                         )
                     ) <= 0:
-                        turns.starts[host] = (self.clock() + self.interval, self.interval)
+                        gap = self.intervals.get(host, self.interval)
+                        turns.starts[host] = (self.clock() + gap, gap)
                         break
                 if deadline is not None and self.clock() + wait > deadline:
                     raise ArxivError(
@@ -513,13 +539,18 @@ class RateLimiter:
             return max(0.0, held.cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
 
     def _check_cooling(
-        self, service: str, deadline: float | None, patience: float, turns: _Turns | None = None
+        self,
+        service: str,
+        deadline: float | None,
+        patience: float,
+        turns: _Turns | None = None,
+        who: str = "arXiv",
     ) -> float:
         left = self.cooling(service, turns)
         if left > 0 and (
             left > patience or deadline is not None and self.clock() + left > deadline
         ):
-            raise Throttled(left)
+            raise Throttled(left, who)
         return left
 
     def cool_down(self, service: str, retry_after: float | None = None) -> float:
@@ -549,7 +580,7 @@ class RateLimiter:
             turns.cooling.pop(service, None)
 
 
-LIMITER = RateLimiter(SETTINGS.min_interval)
+LIMITER = RateLimiter(SETTINGS.min_interval, intervals=SETTINGS.host_intervals)
 
 # One client per machine: arXiv's limits "apply to all of the machines under your control as a
 # whole", and each MCP host starts a server of its own.  Servers that share a disk-cache folder
@@ -634,8 +665,10 @@ class SharedLimiter(RateLimiter):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall: Callable[[], float] = time.time,
+        *,
+        intervals: Mapping[str, float] | None = None,
     ):
-        super().__init__(interval, clock, sleep)
+        super().__init__(interval, clock, sleep, intervals=intervals)
         self.folder, self.wall = os.path.join(folder, _LOCKS), wall
         self.shared = True
 
@@ -759,14 +792,22 @@ def _read_capped(response: Any, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass(frozen=True)
+class _Asking:
+    """Who a request asks, as its errors name it, and what it sends besides the URL."""
+
+    who: str = "arXiv"
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    data: bytes | None = None  # a POST's body
+
+
 def _get_once(
-    url: str, *, accept: str, max_bytes: int, timeout: float, settings: Settings
+    url: str, *, accept: str, max_bytes: int, timeout: float, settings: Settings, asking: "_Asking"
 ) -> HttpResponse:
-    """One GET with no retry; maps every failure to ArxivError, _ThrottleAnswer, _RetryableError or
-    _StatusError."""
-    request = urllib.request.Request(
-        url, headers={"User-Agent": settings.user_agent, "Accept": accept}
-    )
+    """One request with no retry (a GET, or a POST of ``asking.data``); maps every failure to
+    ArxivError, _ThrottleAnswer, _RetryableError or _StatusError."""
+    headers = {"User-Agent": settings.user_agent, "Accept": accept, **asking.headers}
+    request = urllib.request.Request(url, data=asking.data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             final = urllib.parse.urlsplit(response.geturl())
@@ -776,8 +817,8 @@ def _get_once(
                 or final.hostname not in settings.allowed_hosts
             ):
                 raise ArxivError(
-                    "arXiv redirected the request to another host, which this server refuses to "
-                    "read.",
+                    f"{asking.who} redirected the request to another host, which this server "
+                    "refuses to read.",
                     transient=True,
                 )
             declared = response.headers.get("Content-Length")
@@ -802,7 +843,7 @@ def _get_once(
             raise _ThrottleAnswer(_retry_after(error.headers)) from None
         if error.code >= 500:
             error.close()
-            raise _RetryableError(f"arXiv answered HTTP {error.code}") from None
+            raise _RetryableError(f"{asking.who} answered HTTP {error.code}") from None
         try:  # the API explains a 400 in an Atom error entry
             body = error.read(_READ_CHUNK) if error.fp else b""
         except (OSError, ValueError, http.client.HTTPException):
@@ -825,19 +866,16 @@ def http_get(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
+    asking: "_Asking | None" = None,
 ) -> HttpResponse:
-    """GET ``url`` politely and return its body.
-
-    Only hosts of the configured endpoints are contacted.  Each attempt waits for the host's turn in
-    ``limiter``.  A throttle (a 429, a 503 or a "Rate exceeded." body) is never read as an answer:
-    the service cools down for every caller of ``limiter`` (``RateLimiter.cool_down``), and this
-    call waits for a cool-down only up to ``patience`` seconds in all, else raises Throttled.  A
-    5xx, a timeout or a connection fault is retried with exponential backoff, at most
-    ``settings.retries`` times.  Nothing waits past ``deadline`` (a ``limiter.clock()`` time).  The
-    body is read in memory and refused past ``max_bytes``.  Raises ArxivError for failures and
-    ``_StatusError`` for a final HTTP error status the caller interprets."""
-    settings = settings or SETTINGS
-    limiter = limiter or LIMITER
+    """GET ``url`` politely and return its body; ``asking`` names the service (arXiv's by default)
+    and adds headers or a POST's data.  Only the configured hosts are asked, each in its turn in
+    ``limiter``.  A throttle (a 429, a 503, a "Rate exceeded." body) cools the service down for
+    every caller of ``limiter``; this call waits for cool-downs up to ``patience`` seconds in all,
+    else raises Throttled.  A 5xx, a timeout or a network fault is retried with backoff,
+    ``settings.retries`` times.  Nothing waits past ``deadline`` (a ``limiter.clock()`` time), no
+    body past ``max_bytes``.  Raises ArxivError, or ``_StatusError`` for a final HTTP status."""
+    settings, limiter, asking = settings or SETTINGS, limiter or LIMITER, asking or _Asking()
     parts = urllib.parse.urlsplit(url)
     host, service = parts.hostname or "", _service(url)
     if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
@@ -847,15 +885,18 @@ def http_get(
         if deadline is not None and deadline <= limiter.clock():
             break
         try:
-            with limiter.slot(
-                host, deadline, service=service, patience=patient_until - limiter.clock()
-            ):
-                # What is left of the deadline once the turn has come (the slot never waits past
-                # it).
+            waits = patient_until - limiter.clock()  # for a cool-down, at most
+            with limiter.slot(host, deadline, service=service, patience=waits, who=asking.who):
+                # what is left of the deadline once the turn has come (the slot never waits past it)
                 left = settings.timeout if deadline is None else deadline - limiter.clock()
                 timeout = max(min(settings.timeout, left), _MIN_TIMEOUT)
                 response = _get_once(
-                    url, accept=accept, max_bytes=max_bytes, timeout=timeout, settings=settings
+                    url,
+                    accept=accept,
+                    max_bytes=max_bytes,
+                    timeout=timeout,
+                    settings=settings,
+                    asking=asking,
                 )
             limiter.cleared(service)
             return response
@@ -872,9 +913,9 @@ def http_get(
             log.info("retrying in %.1f s: %s", delay, reason)
             limiter.defer(host, delay)
     if throttled:
-        raise Throttled(limiter.cooling(service))
+        raise Throttled(limiter.cooling(service), asking.who)
     raise ArxivError(
-        f"arXiv could not be reached: {reason}. Try again in a minute.", transient=True
+        f"{asking.who} could not be reached: {reason}. Try again in a minute.", transient=True
     )
 
 
@@ -1594,6 +1635,103 @@ def next_announcement(now: datetime.datetime) -> datetime.datetime:
     while day <= now or day.weekday() not in _ANNOUNCING_DAYS:
         day += datetime.timedelta(days=1)
     return day
+
+
+# ---------------------------------------------------------------------------
+# Semantic Scholar: how often a paper is cited, and where it appeared
+# ---------------------------------------------------------------------------
+
+_S2 = "Semantic Scholar"
+# The fields asked of a paper: only those shown (a long list has timed out on its side).
+_S2_PAPER_FIELDS = "citationCount,influentialCitationCount,venue,year,publicationTypes,journal"
+_S2_MAX_BYTES = 10_000_000  # the API's own cap on an answer
+_S2_OFF = (
+    "Semantic Scholar is not asked (ARXIV_S2_URL is off); set ARXIV_S2_URL to its API, "
+    "https://api.semanticscholar.org/graph/v1, to have citations and venues."
+)
+# Venues that are arXiv itself: a paper with no other is a preprint.
+_PREPRINT_VENUES = frozenset({"", "arxiv", "arxiv.org"})
+
+
+@dataclass(frozen=True)
+class Scholarly:
+    """What Semantic Scholar knows of a paper: how often it is cited (``influential``: citations
+    that build on it, by S2's reckoning), and where it appeared when that is not arXiv: the venue,
+    its year and ``kind`` ("conference", "journal"), with the volume and pages where given."""
+
+    citations: int
+    influential: int
+    venue: str = ""
+    year: int | None = None
+    kind: str = ""
+    volume: str = ""
+    pages: str = ""
+
+
+def _s2_asking(settings: Settings, data: bytes | None = None) -> _Asking:
+    """A request to Semantic Scholar: its name in errors, and the key when there is one."""
+    key = {"x-api-key": settings.s2_key} if settings.s2_key else {}
+    return _Asking(who=_S2, headers={**key, "Content-Type": "application/json"}, data=data)
+
+
+def parse_scholarly(body: bytes) -> Scholarly:
+    """The ``Scholarly`` of Semantic Scholar's JSON for one paper (its ``/paper/`` answer, or an
+    item of a batch).  Raises ArxivError when the answer is not such a paper."""
+    try:
+        paper = json.loads(body)
+        journal = paper.get("journal") or {}
+        kind = "conference" if "Conference" in (paper.get("publicationTypes") or ()) else "journal"
+        # a journal by its name ("Nature Machine Intelligence"), not S2's abbreviation of it
+        venue = str((kind == "journal" and journal.get("name")) or paper.get("venue") or "").strip()
+        if venue.lower() in _PREPRINT_VENUES or str(journal.get("name", "")).lower() == "arxiv":
+            venue = ""
+        return Scholarly(
+            citations=int(paper.get("citationCount") or 0),
+            influential=int(paper.get("influentialCitationCount") or 0),
+            venue=venue,
+            year=int(paper["year"]) if venue and paper.get("year") else None,
+            kind=kind if venue else "",
+            volume=str(journal.get("volume") or "") if venue else "",
+            pages=re.sub(r"\s*-+\s*", "--", str(journal.get("pages") or "")) if venue else "",
+        )
+    except (ValueError, TypeError, AttributeError, KeyError):
+        raise ArxivError(f"{_S2}'s answer could not be read.", transient=True) from None
+
+
+def fetch_scholarly(
+    arxiv_id: str,
+    *,
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+    patience: float = 0,
+) -> Scholarly | None:
+    """How often the paper ``arxiv_id`` is cited and where it appeared, from Semantic Scholar
+    (``settings.s2_url``; with ``s2_key``, sent as ``x-api-key``), through ``limiter`` at its
+    host's pace; None while S2 does not know the paper (a new one takes a few days).  Raises
+    ArxivError naming Semantic Scholar: it is off, limiting requests past ``patience`` seconds
+    (Throttled), failing, or answering what cannot be read."""
+    settings = settings or SETTINGS
+    if settings.s2_url == "off":
+        raise ArxivError(_S2_OFF)
+    base, _ = _split_version(arxiv_id)
+    url = f"{settings.s2_url.rstrip('/')}/paper/ARXIV:{base}?fields={_S2_PAPER_FIELDS}"
+    try:
+        response = http_get(
+            url,
+            accept="application/json",
+            max_bytes=_S2_MAX_BYTES,
+            deadline=deadline,
+            settings=settings,
+            limiter=limiter,
+            patience=patience,
+            asking=_s2_asking(settings),
+        )
+    except _StatusError as error:
+        if error.status == 404:
+            return None
+        raise ArxivError(f"{_S2} refused the request (HTTP {error.status}).") from None
+    return parse_scholarly(response.body)
 
 
 # ---------------------------------------------------------------------------
@@ -8039,7 +8177,11 @@ class PaperLibrary:
         cache = DiskCache.open(settings)
         if cache is None:
             log.info("arXiv's rate limit is kept per process: the disk cache is off")
-        limiter = SharedLimiter(settings.min_interval, cache.folder) if cache else None
+        limiter = (
+            SharedLimiter(settings.min_interval, cache.folder, intervals=settings.host_intervals)
+            if cache
+            else None
+        )
         return cls(settings, limiter, cache, (ConverterProcess(), ConverterProcess(layout=False)))
 
     def cached(self, arxiv_id: str, source: str | None = None) -> Reading | None:

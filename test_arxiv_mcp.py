@@ -443,7 +443,7 @@ def test_every_relative_link_and_anchor_of_the_docs_resolves(path):
 
 def test_every_setting_is_in_the_readmes_table_with_its_default():
     rows = dict(
-        re.findall(r"^\| `(ARXIV_[A-Z_]+)` \| ([^|]+) \|", (HERE / "README.md").read_text(), re.M)
+        re.findall(r"^\| `(ARXIV_[A-Z0-9_]+)` \| ([^|]+) \|", (HERE / "README.md").read_text(), re.M)
     )
     assert set(rows) == {f"ARXIV_{field.name.upper()}" for field in dataclasses.fields(am.Settings)}
     for field in dataclasses.fields(am.Settings):
@@ -535,6 +535,7 @@ def test_settings_defaults_and_overrides():
         "mirror.example",
         "arxiv.org",
         "rss.arxiv.org",
+        "api.semanticscholar.org",
     }
     # a template without its placeholder is refused: the default stands
     assert am.Settings.from_env({"ARXIV_RSS_URL": "https://mirror.example/rss"}) == am.Settings()
@@ -544,6 +545,7 @@ def test_settings_defaults_and_overrides():
         "export.arxiv.org",
         "arxiv.org",
         "m.example",
+        "api.semanticscholar.org",
     }
     assert am.Settings.from_env(
         {"ARXIV_SOURCE": "pdf", "ARXIV_HTML_URL": "https://mirror.example/h/{id}"}
@@ -692,6 +694,23 @@ def test_rate_limiter_spaces_request_starts_per_host(clock):
         with limiter.slot(host):
             starts.append((host, clock()))
     assert starts == [("a", 1000.0), ("a", 1003.0), ("b", 1003.0), ("a", 1006.0)]
+
+
+def test_semantic_scholar_goes_at_its_own_pace_whatever_arxivs_is(clock):
+    settings = am.Settings(min_interval=3.0)
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep, intervals=settings.host_intervals)
+    starts = []
+    for host in ["api.semanticscholar.org", "api.semanticscholar.org", "export.arxiv.org"] * 2:
+        with limiter.slot(host):
+            starts.append((host[:3], clock()))
+    assert starts == [
+        ("api", 1000.0),
+        ("api", 1001.0),
+        ("exp", 1001.0),
+        ("api", 1002.0),
+        ("api", 1003.0),
+        ("exp", 1004.0),
+    ]
 
 
 def overlapping(threads: int, body: Callable[[int], None]) -> None:
@@ -2057,6 +2076,100 @@ def test_the_next_announcement_is_at_eight_in_the_evening_sunday_to_thursday(now
     eastern = zoneinfo.ZoneInfo("America/New_York")
     when = datetime.datetime.fromisoformat(now).replace(tzinfo=eastern)
     assert am.next_announcement(when.astimezone(datetime.UTC)).strftime("%Y-%m-%d %H:%M") == due
+
+
+# ---------------------------------------------------------------------------
+# Semantic Scholar: how often a paper is cited, and where it appeared
+# ---------------------------------------------------------------------------
+
+S2_DATA = DATA / "s2"
+
+
+def s2_answer(name, status=200):
+    """A real Semantic Scholar answer (``testdata/s2``): a response, or the HTTP error it was."""
+    body = (S2_DATA / name).read_bytes()
+    if "search_match" in name:  # its paper is the first match
+        body = json.dumps(json.loads(body)["data"][0]).encode()
+    if status != 200:
+        return http_error("https://api.semanticscholar.org/graph/v1/paper", status, body)
+    return FakeResponse(body, "https://api.semanticscholar.org/graph/v1/paper", "application/json")
+
+
+def test_semantic_scholar_says_how_cited_a_paper_is_and_where_it_appeared():
+    read = {
+        name: am.parse_scholarly(s2_answer(name).read())
+        for name in (
+            "search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json",
+            "paper_DOI_10.1038_s42256-024-00832-8_ArXiv-2304.05376.json",
+            "paper_DOI_10.48550_arxiv.2312.07559_ArXiv-2312.07559.json",
+        )
+    }
+    assert list(read.values()) == [
+        am.Scholarly(
+            citations=136941,
+            influential=17456,
+            venue="Neural Information Processing Systems",
+            year=2017,
+            kind="conference",
+            pages="5998--6008",
+        ),
+        am.Scholarly(
+            citations=500,
+            influential=20,
+            venue="Nature Machine Intelligence",
+            year=2023,
+            kind="journal",
+            volume="6",
+            pages="525--535",
+        ),
+        am.Scholarly(citations=111, influential=2),  # arXiv.org is no venue: a preprint
+    ]
+    with pytest.raises(am.ArxivError, match="Semantic Scholar's answer could not be read"):
+        am.parse_scholarly(b"<html>")
+
+
+def test_semantic_scholar_is_asked_for_the_id_without_version_with_the_key(env, caplog):
+    settings = dataclasses.replace(env.settings, s2_key="s2-secret-key")
+    env.script["semanticscholar"] = [
+        s2_answer("paper_DOI_10.1038_s42256-024-00832-8_ArXiv-2304.05376.json"),
+        s2_answer("error_404_paper_0_not_found.json", 404),
+    ]
+    caplog.set_level("DEBUG")
+    found = am.fetch_scholarly("2304.05376v3", settings=settings, limiter=env.library.limiter)
+    assert found is not None and found.citations == 500 and found.venue
+    request = env.requests[-1]
+    assert request.full_url == (
+        "https://api.semanticscholar.org/graph/v1/paper/ARXIV:2304.05376?fields="
+        + am._S2_PAPER_FIELDS
+    )
+    assert request.get_header("X-api-key") == "s2-secret-key"
+    assert am.fetch_scholarly("2611.00001", settings=settings, limiter=env.library.limiter) is None
+    assert "s2-secret-key" not in caplog.text, "the key is never logged"
+
+
+def test_semantic_scholar_limiting_or_off_is_a_short_error_naming_it(env):
+    env.script["semanticscholar"] = [
+        s2_answer("error_429_paper_search_too_many_requests.json", 429)
+    ]
+    limiter = env.library.limiter
+    for _ in range(2):  # the second is not sent: Semantic Scholar cools down for every caller
+        with pytest.raises(am.Throttled, match="^Semantic Scholar is limiting requests"):
+            am.fetch_scholarly("1706.03762", settings=env.settings, limiter=limiter)
+    assert len([url for url in env.urls if "semanticscholar" in url]) == 1
+    off = dataclasses.replace(env.settings, s2_url="off")
+    with pytest.raises(am.ArxivError, match="ARXIV_S2_URL") as refused:
+        am.fetch_scholarly("1706.03762", settings=off, limiter=limiter)
+    assert len(str(refused.value)) < 800 and len(env.urls) == 1, "nothing asked"
+
+
+def test_semantic_scholars_settings_its_key_its_host_and_off():
+    read = am.Settings.from_env({"SEMANTIC_SCHOLAR_API_KEY": " key ", "ARXIV_S2_URL": "off"})
+    assert read.s2_key == "key" and read.s2_url == "off"
+    assert "api.semanticscholar.org" not in read.allowed_hosts and read.host_intervals == {}
+    default = am.Settings.from_env({"ARXIV_S2_KEY": "mine", "SEMANTIC_SCHOLAR_API_KEY": "theirs"})
+    assert default.s2_key == "mine" and "api.semanticscholar.org" in default.allowed_hosts
+    assert default.host_intervals == {"api.semanticscholar.org": 1.0}
+    assert am.Settings.from_env({"ARXIV_S2_URL": "ftp://x"}).s2_url == am.Settings.s2_url
 
 
 # ---------------------------------------------------------------------------
