@@ -5772,15 +5772,26 @@ def format_hidden(paper: Paper, hidden: Sequence[Hidden], sections: Sequence[Sec
     )
 
 
+def _scholarly_line(context: Scholarly) -> str:
+    """``- **Cited by:** 136,941 (17,456 influential) · **Published in:** Neural Information
+    Processing Systems, 2017 (Semantic Scholar)``: where it appeared only when not arXiv alone."""
+    venue = f"{context.venue}, {context.year}" if context.year else context.venue
+    return (
+        f"- **Cited by:** {_thousands(context.citations)} ({_thousands(context.influential)} "
+        f"influential){f' · **Published in:** {venue}' if venue else ''} ({_S2})"
+    )
+
+
 def format_overview(
     paper: Paper,
     overview: Overview | None,
     text_error: str | None = None,
     captions: Sequence[Caption] = (),
     hidden: Sequence[Hidden] = (),
+    scholarly: Scholarly | None = None,
 ) -> str:
-    """The paper's overview: metadata, abstract, the list of its sections and its figures and
-    tables.
+    """The paper's overview: metadata (with Semantic Scholar's line, ``scholarly``), abstract, the
+    list of its sections and its figures and tables.
 
     Each section shows its number, title, size and the sentence that says what it is about; each
     figure and table its page and the start of its caption.  To keep the overview near
@@ -5789,13 +5800,14 @@ def format_overview(
     cut.
     """
     warning = hidden_warning(hidden, [row.section for row in overview.sections] if overview else ())
+    extra = [_scholarly_line(scholarly)] if scholarly else []
     if overview is None:
         return (
-            f"{format_metadata(paper, warning=warning)}\n\n## Sections\nThe full text is "
+            f"{format_metadata(paper, extra, warning=warning)}\n\n## Sections\nThe full text is "
             f"unavailable: {text_error}"
         )
     links = [f"{url} (in {where})" for url, where in overview.links]
-    extra = [f"- **Code and data:** {', '.join(links)}"] if links else []
+    extra += [f"- **Code and data:** {', '.join(links)}"] if links else []
     summary = _text_summary(overview)
     how = (
         'Read a section with `section="<number or title>"` (several: `"2, 4.1"`), '
@@ -6843,6 +6855,7 @@ class Reading:
     hidden: tuple[Hidden, ...] = ()  # the passages a reader cannot see, left out of the text
     # the sections the request names, chosen once from the overview's rows (``_chosen_sections``)
     sections: tuple[Section, ...] = ()
+    scholarly: Scholarly | None = None  # Semantic Scholar's counts and venue, if it has answered
 
 
 Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
@@ -7079,6 +7092,8 @@ class _MetadataState(_Guarded):
     # Why the API's is missing for a while (a throttle, a fault): the paper is read with its own.
     missing: ArxivError | None = None
     refreshing: bool = False  # the API is asked again for metadata that came from the paper itself
+    # Semantic Scholar's counts and venue, once it has answered (never waited on)
+    scholarly: Scholarly | None = None
 
 
 @dataclass(eq=False)
@@ -7747,7 +7762,9 @@ def _answer(
         return None
     if isinstance(chosen := _chosen_sections(reading, request), str):
         return ArxivError(chosen)
-    reading = dataclasses.replace(reading, hidden=state.hidden, sections=chosen)
+    reading = dataclasses.replace(
+        reading, hidden=state.hidden, sections=chosen, scholarly=state.metadata.scholarly
+    )
     if reading.overview is not None and state.text.from_disk:
         overview = dataclasses.replace(
             reading.overview, source=f"{reading.overview.source}, kept on disk"
@@ -7907,7 +7924,11 @@ class PaperDownloads:
     def load(self, state: _PaperState) -> None:
         """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes
         before background work.  An id without a version asks the metadata first, to read the HTML
-        of the latest (or, when the API cannot answer, the latest that arXiv serves)."""
+        of the latest (or, when the API cannot answer, the latest that arXiv serves).  Semantic
+        Scholar's counts, for the server's library, are read from the disk first, else asked
+        beside."""
+        if self.library.ask_s2:
+            self.fetch_scholarly(state)
         steps = (  # each download, and when it is needed (asked with the lock held)
             (
                 self.fetch_metadata,
@@ -8100,6 +8121,34 @@ class PaperDownloads:
                 state.metadata.refreshing = False
                 self.library.scheduler.changed.notify_all()
 
+    def fetch_scholarly(self, state: _PaperState, in_thread: bool = False) -> None:
+        """Semantic Scholar's counts and venue of the paper (``Scholarly``): from the disk at once
+        (kept for a day, "unknown" too), else asked in a thread of its own, beside the downloads and
+        never waited on; a throttle or a failure is kept nowhere, and the paper goes without."""
+        cache, base = self.library.cache, _split_version(state.arxiv_id)[0]
+        kept = (lambda: cache.get("s2", base, _CACHED_TTL)) if cache is not None else (lambda: None)
+        if (body := kept()) is None and not in_thread:
+            threading.Thread(
+                target=self.fetch_scholarly, args=(state, True), name="arxiv-s2", daemon=True
+            ).start()
+            return
+        try:
+            if body is None:  # another server may be asking: its answer is kept
+                with _one_fetch(cache, "s2", base, self.library.settings.deadline):
+                    if (body := kept()) is None:
+                        found = fetch_scholarly(
+                            base, settings=self.library.settings, limiter=self.library.limiter
+                        )
+                        body = _record(found)  # "null": unknown to Semantic Scholar
+                        if cache is not None:
+                            cache.put("s2", base, body)
+        except Exception as error:
+            log.info("no Semantic Scholar context for %s: %s", base, error)
+            return
+        with self.library.scheduler.changed:
+            state.metadata.scholarly = _from_record(Scholarly, body)
+            self.library.scheduler.changed.notify_all()
+
     def refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
         its throttle has cooled down: this read answers with what it has, the next with the
@@ -8155,10 +8204,13 @@ class PaperLibrary:
         limiter: RateLimiter | None = None,
         cache: DiskCache | None = None,
         converters: Converters | None = None,
+        ask_s2: bool = False,
     ):
         self.settings = settings or SETTINGS
         self.limiter = limiter or LIMITER
         self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
+        # whether a paper's citation counts and venue are asked of Semantic Scholar (the server's)
+        self.ask_s2 = ask_s2 and self.settings.s2_url != "off"
         self.scheduler = Scheduler(
             lambda: self.settings, self._job_done, self.limiter.clock, converters
         )
@@ -8182,7 +8234,8 @@ class PaperLibrary:
             if cache
             else None
         )
-        return cls(settings, limiter, cache, (ConverterProcess(), ConverterProcess(layout=False)))
+        converters = (ConverterProcess(), ConverterProcess(layout=False))
+        return cls(settings, limiter, cache, converters, ask_s2=True)
 
     def cached(self, arxiv_id: str, source: str | None = None) -> Reading | None:
         """The paper with its full text, once it is read (and converted), else None."""
@@ -8581,7 +8634,9 @@ class ReadCall:
 def answer_overview(call: ReadCall) -> Answer:
     """Metadata, abstract, the section list and the figures and tables (``format_overview``)."""
     r = call.reading()
-    return Answer(format_overview(r.paper, r.overview, r.text_error, r.captions, r.hidden))
+    return Answer(
+        format_overview(r.paper, r.overview, r.text_error, r.captions, r.hidden, r.scholarly)
+    )
 
 
 def answer_outline(call: ReadCall) -> Answer:

@@ -724,6 +724,7 @@ def server_env(urls: am.Settings, cache_dir: str, interval: str, **more: str) ->
         "ARXIV_HTML_URL": urls.html_url,
         "ARXIV_CACHE_DIR": cache_dir,
         "ARXIV_MIN_INTERVAL": interval,
+        "ARXIV_S2_URL": "off",  # offline, as the stand-in is arXiv alone
         **more,
     }
 

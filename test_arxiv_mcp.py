@@ -443,7 +443,9 @@ def test_every_relative_link_and_anchor_of_the_docs_resolves(path):
 
 def test_every_setting_is_in_the_readmes_table_with_its_default():
     rows = dict(
-        re.findall(r"^\| `(ARXIV_[A-Z0-9_]+)` \| ([^|]+) \|", (HERE / "README.md").read_text(), re.M)
+        re.findall(
+            r"^\| `(ARXIV_[A-Z0-9_]+)` \| ([^|]+) \|", (HERE / "README.md").read_text(), re.M
+        )
     )
     assert set(rows) == {f"ARXIV_{field.name.upper()}" for field in dataclasses.fields(am.Settings)}
     for field in dataclasses.fields(am.Settings):
@@ -6138,6 +6140,62 @@ def test_a_waiting_read_makes_its_answer_again_only_when_its_paper_changes(
     assert len(made) > 2 and len(made) == len(set(made)), f"an answer per change: {made}"
 
 
+S2_LINE = (
+    "- **Cited by:** 136,941 (17,456 influential) · **Published in:** Neural Information "
+    "Processing Systems, 2017 (Semantic Scholar)"
+)
+
+
+def test_the_overview_has_semantic_scholars_line_once_it_answers_never_waiting(
+    env, monkeypatch, tmp_path
+):
+    answer, asked = threading.Event(), []
+    known = am.parse_scholarly(
+        s2_answer("search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json").read()
+    )
+
+    def slow(arxiv_id, **options):  # Semantic Scholar, slow to answer
+        asked.append(arxiv_id)
+        answer.wait(10)
+        return known
+
+    monkeypatch.setattr(am, "fetch_scholarly", slow)
+
+    def server_library():  # a server's: it asks Semantic Scholar, with a disk cache
+        library = am.PaperLibrary(
+            env.settings, env.library.limiter, am.DiskCache(str(tmp_path), 10**9), ask_s2=True
+        )
+        env.teardown.append(lambda: stop_pdf_work(library))
+        return library
+
+    first = server_library()
+    overview = am.arxiv_tool(paper="1111.2011v2", library=first)
+    assert overview.startswith("# arXiv Paper") and "Cited by" not in overview, "not waited for"
+    answer.set()
+    wait_for(lambda: S2_LINE in am.arxiv_tool(paper="1111.2011v2", library=first))
+    assert asked == ["1111.2011"], "once, without the version"
+    assert S2_LINE not in am.arxiv_tool(paper="1111.2011v2"), "the plain functions ask nothing"
+    restarted = server_library()  # the counts kept on disk: in the first overview, no request
+    assert S2_LINE in am.arxiv_tool(paper="1111.2011v2", library=restarted)
+    assert asked == ["1111.2011"]
+
+
+def test_semantic_scholar_failing_costs_the_overview_nothing(env, monkeypatch):
+    failed = []
+
+    def limiting(arxiv_id, **options):
+        failed.append(arxiv_id)
+        raise am.Throttled(60, "Semantic Scholar")
+
+    monkeypatch.setattr(am, "fetch_scholarly", limiting)
+    library = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
+    env.teardown.append(lambda: stop_pdf_work(library))
+    am.arxiv_tool(paper="1111.2011v2", library=library)
+    wait_for(lambda: failed, what="Semantic Scholar asked")
+    overview = am.arxiv_tool(paper="1111.2011v2", library=library)
+    assert overview.startswith("# arXiv Paper") and "Semantic Scholar" not in overview
+
+
 def test_a_new_papers_overview_waits_for_at_most_one_page_of_another_papers_conversion(
     env, monkeypatch, page_once
 ):
@@ -7177,6 +7235,7 @@ def server_environment(base, tmp_path):
         "ARXIV_HTML_URL": f"{base}/html/{{id}}",
         "ARXIV_CACHE_DIR": str(tmp_path / "cache"),
         "ARXIV_MIN_INTERVAL": "0",
+        "ARXIV_S2_URL": "off",  # no test touches the network
         "HOME": str(home),
         "TMPDIR": str(tmp),
         "PYTHONDONTWRITEBYTECODE": "1",
