@@ -5426,13 +5426,13 @@ def _last_name(name: str) -> str:
     return " ".join(words[start:])
 
 
-def bibtex_key(paper: Paper) -> str:
-    """``murray2011quantum``: the first author's last name in ASCII, the year of the first
-    version (``format_bibtex``'s), and the first significant word of the title (TeX left out)."""
+def bibtex_key(paper: Paper, year: str = "") -> str:
+    """``murray2011quantum``: the first author's last name in ASCII, the entry's ``year`` (by
+    default the first version's), and the first significant word of the title (TeX left out)."""
     author = _last_name(paper.authors[0].name) if paper.authors else "anonymous"
     words = re.findall(r"[A-Za-z0-9]+", _ascii(re.sub(r"\$[^$]*\$", " ", paper.title)))
     word = next((w for w in words if w.lower() not in _TITLE_STOPWORDS), "")
-    year = (paper.published or paper.updated)[:4]
+    year = year or (paper.published or paper.updated)[:4]
     return re.sub(r"[^a-z0-9]", "", _ascii(author).lower()) + year + word.lower()
 
 
@@ -5441,16 +5441,22 @@ def _bibtex_text(text: str) -> str:
     return _outside_math(text, lambda part: _BIBTEX_SPECIAL.sub(r"\\\1", part))
 
 
-def format_bibtex(paper: Paper) -> str:
-    """One ``@misc`` BibTeX entry: every author, the year of the first version (as DBLP and Google
-    Scholar date an arXiv paper; arXiv's own export gives the latest version's), the eprint without
-    its version, the DOI and the journal reference (as ``note``) when there are; the title's case
-    protected by braces."""
+def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
+    """One BibTeX entry: ``@inproceedings`` or ``@article`` for a paper that Semantic Scholar
+    knows as published (``scholarly``: its venue, year, volume and pages), else ``@misc`` with the
+    year of the first version (as DBLP and Google Scholar date an arXiv paper; arXiv's own export
+    gives the latest version's); every author, the eprint without its version, the DOI and the
+    journal reference (as ``note``) when there are; the title's case protected by braces."""
     base, _ = _split_version(paper.arxiv_id)
+    venue = scholarly if scholarly and scholarly.kind else Scholarly(0, 0)
+    year = str(venue.year or "") or (paper.published or paper.updated)[:4]
     fields = [
         ("title", "{" + _bibtex_text(paper.title) + "}"),
         ("author", " and ".join(_bibtex_text(author.name) for author in paper.authors)),
-        ("year", (paper.published or paper.updated)[:4]),
+        ("booktitle" if venue.kind == "conference" else "journal", _bibtex_text(venue.venue)),
+        ("volume", venue.volume),
+        ("pages", venue.pages),
+        ("year", year),
         ("eprint", base),
         ("archivePrefix", "arXiv"),
         ("primaryClass", paper.primary_category),
@@ -5461,7 +5467,8 @@ def format_bibtex(paper: Paper) -> str:
         fields.append(("note", _bibtex_text(paper.journal_ref)))
     fields.append(("url", paper.abs_url))
     body = "".join(f"  {name} = {{{value}}},\n" for name, value in fields if value)  # none made up
-    return f"@misc{{{bibtex_key(paper)},\n{body}}}"
+    kind = {"conference": "inproceedings", "journal": "article"}.get(venue.kind, "misc")
+    return f"@{kind}{{{bibtex_key(paper, year)},\n{body}}}"
 
 
 # Finding a passage: words or "quoted phrases" in the raw text's paragraphs.
@@ -8122,32 +8129,44 @@ class PaperDownloads:
                 self.library.scheduler.changed.notify_all()
 
     def fetch_scholarly(self, state: _PaperState, in_thread: bool = False) -> None:
-        """Semantic Scholar's counts and venue of the paper (``Scholarly``): from the disk at once
-        (kept for a day, "unknown" too), else asked in a thread of its own, beside the downloads and
-        never waited on; a throttle or a failure is kept nowhere, and the paper goes without."""
-        cache, base = self.library.cache, _split_version(state.arxiv_id)[0]
-        kept = (lambda: cache.get("s2", base, _CACHED_TTL)) if cache is not None else (lambda: None)
-        if (body := kept()) is None and not in_thread:
+        """Semantic Scholar's counts and venue of the paper (``scholarly_of``): from the disk at
+        once, else asked in a thread of its own, beside the downloads and never waited on; a
+        throttle or a failure is kept nowhere, and the paper goes without."""
+        base, cache = _split_version(state.arxiv_id)[0], self.library.cache
+        if not in_thread and (cache is None or cache.get("s2", base, _CACHED_TTL) is None):
             threading.Thread(
                 target=self.fetch_scholarly, args=(state, True), name="arxiv-s2", daemon=True
             ).start()
             return
         try:
-            if body is None:  # another server may be asking: its answer is kept
-                with _one_fetch(cache, "s2", base, self.library.settings.deadline):
-                    if (body := kept()) is None:
-                        found = fetch_scholarly(
-                            base, settings=self.library.settings, limiter=self.library.limiter
-                        )
-                        body = _record(found)  # "null": unknown to Semantic Scholar
-                        if cache is not None:
-                            cache.put("s2", base, body)
+            found = self.scholarly_of(base)
         except Exception as error:
             log.info("no Semantic Scholar context for %s: %s", base, error)
             return
         with self.library.scheduler.changed:
-            state.metadata.scholarly = _from_record(Scholarly, body)
+            state.metadata.scholarly = found
             self.library.scheduler.changed.notify_all()
+
+    def scholarly_of(self, base: str, deadline: float | None = None) -> Scholarly | None:
+        """Semantic Scholar's counts and venue of the paper ``base`` (an id without version):
+        kept on disk for a day ("unknown" too), else asked (``fetch_scholarly``, within
+        ``deadline``) and kept; None when it does not know the paper.  Raises ArxivError when it
+        cannot answer now."""
+        cache = self.library.cache
+        kept = (lambda: cache.get("s2", base, _CACHED_TTL)) if cache is not None else (lambda: None)
+        if (body := kept()) is None:  # another server may be asking: its answer is kept
+            with _one_fetch(cache, "s2", base, self.library.settings.deadline):
+                if (body := kept()) is None:
+                    found = fetch_scholarly(
+                        base,
+                        deadline=deadline,
+                        settings=self.library.settings,
+                        limiter=self.library.limiter,
+                    )
+                    body = _record(found)  # "null": unknown to Semantic Scholar
+                    if cache is not None:
+                        cache.put("s2", base, body)
+        return _from_record(Scholarly, body)
 
     def refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
@@ -8245,6 +8264,24 @@ class PaperLibrary:
                 return None
             reading = _answer(state, FULL, self.settings.max_pages)
         return reading if isinstance(reading, Reading) else None
+
+    def scholarly(self, arxiv_id: str, deadline: float) -> Scholarly | None:
+        """Semantic Scholar's counts and venue of the paper, for the server's library (``ask_s2``):
+        known (in memory, or on disk for a day), else asked within ``deadline``; None for the plain
+        functions, or when it does not know the paper or cannot answer now."""
+        base = _split_version(arxiv_id)[0]
+        with self.scheduler.changed:
+            known = [
+                state.metadata.scholarly
+                for state in self._states.values()
+                if _split_version(state.arxiv_id)[0] == base
+            ]
+        try:
+            return next(filter(None, known), None) or (
+                self.downloads.scholarly_of(base, deadline) if self.ask_s2 else None
+            )
+        except ArxivError:
+            return None
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
         """The API's metadata of the paper alone: the known one (in memory, else kept on disk for a
@@ -8779,7 +8816,8 @@ def find_in_papers(
 
 
 def answer_bibtex(call: ReadCall) -> Answer:
-    """The paper's BibTeX entry from the API's metadata; while the API cannot answer, from the
+    """The paper's BibTeX entry from the API's metadata, with where it appeared when Semantic
+    Scholar knows (waited for ``_S2_WAIT`` seconds at most); while the API cannot answer, from the
     paper's own (read as usual), with its note, or an error when the paper does not name its
     authors."""
     try:
@@ -8788,7 +8826,10 @@ def answer_bibtex(call: ReadCall) -> Answer:
         if not error.transient:
             raise
         paper = call.reading().paper
-    entry = f"```bibtex\n{format_bibtex(paper)}\n```"
+    deadline = min(call.deadline, call.library.limiter.clock() + _S2_WAIT)
+    entry = (
+        f"```bibtex\n{format_bibtex(paper, call.library.scholarly(paper.arxiv_id, deadline))}\n```"
+    )
     if not paper.provenance:
         return Answer(entry)
     if not paper.authors:
@@ -8799,6 +8840,9 @@ def answer_bibtex(call: ReadCall) -> Answer:
     return Answer(
         f"{entry}\n\n{paper.provenance} Check the entry against the paper before citing it."
     )
+
+
+_S2_WAIT = 5.0  # seconds a BibTeX entry waits for Semantic Scholar's venue before going without
 
 
 # Each way of reading a paper, declared once: the words that ask for it, what it needs, its answer.

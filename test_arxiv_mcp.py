@@ -5248,6 +5248,90 @@ def bibtex_entries(answer):
     return bibtexparser.loads(answer[len("```bibtex\n") : -len("\n```")]).entries
 
 
+ATTENTION = am.Paper(
+    arxiv_id="1706.03762v7",
+    title="Attention Is All You Need",
+    authors=(am.Author("Ashish Vaswani"), am.Author("Noam Shazeer")),
+    abstract="",
+    published="2017-06-12",
+    updated="2023-08-02",
+    primary_category="cs.CL",
+    categories=("cs.CL", "cs.LG"),
+)
+
+
+def test_bibtex_of_a_published_paper_names_where_it_appeared(monkeypatch):
+    def entry(scholarly):
+        return bibtexparser_entry(am.format_bibtex(ATTENTION, scholarly))
+
+    preprint = entry(None)  # what arXiv knows: the first version's year, as DBLP gives it
+    assert (preprint["ENTRYTYPE"], preprint["ID"], preprint["year"]) == (
+        "misc",
+        "vaswani2017attention",
+        "2017",
+    )
+    conference = entry(
+        am.parse_scholarly(
+            s2_answer("search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json").read()
+        )
+    )
+    assert conference["ENTRYTYPE"] == "inproceedings" and conference["ID"] == "vaswani2017attention"
+    assert conference["booktitle"] == "Neural Information Processing Systems"
+    assert (conference["year"], conference["pages"], conference["eprint"]) == (
+        "2017",
+        "5998--6008",
+        "1706.03762",
+    )
+    assert conference["archiveprefix"] == "arXiv" and conference["primaryclass"] == "cs.CL"
+    journal = entry(
+        am.parse_scholarly(
+            s2_answer("paper_DOI_10.1038_s42256-024-00832-8_ArXiv-2304.05376.json").read()
+        )
+    )
+    assert (journal["ENTRYTYPE"], journal["journal"], journal["volume"], journal["pages"]) == (
+        "article",
+        "Nature Machine Intelligence",
+        "6",
+        "525--535",
+    )
+    arxiv_only = am.parse_scholarly(
+        s2_answer("paper_DOI_10.48550_arxiv.2312.07559_ArXiv-2312.07559.json").read()
+    )
+    assert entry(arxiv_only)["ENTRYTYPE"] == "misc", "a venue of arXiv alone is a preprint"
+
+
+def test_bibtex_asks_semantic_scholar_for_the_venue_in_the_servers_library_only(
+    env, monkeypatch, tmp_path
+):
+    asked = []
+    venue = am.Scholarly(citations=3, influential=0, venue="Physical Review B", year=2012)
+    venue = dataclasses.replace(venue, kind="journal", volume="85")
+    monkeypatch.setattr(
+        am, "fetch_scholarly", lambda arxiv_id, **options: asked.append(arxiv_id) or venue
+    )
+    [plain] = bibtex_entries(call(paper="1111.2011v2", section="bibtex"))
+    assert plain["ENTRYTYPE"] == "misc" and asked == [], "the plain functions ask nothing"
+    cache = am.DiskCache(str(tmp_path), 10**9)
+    server = am.PaperLibrary(env.settings, env.library.limiter, cache, ask_s2=True)
+    env.teardown.append(lambda: stop_pdf_work(server))
+    answer = am.arxiv_tool(paper="1111.2011v2", section="bibtex", library=server)
+    [published] = bibtex_entries(answer)
+    assert published["ENTRYTYPE"] == "article" and published["journal"] == "Physical Review B"
+    assert (published["ID"], published["year"], published["volume"]) == (
+        "murray2012quantum",
+        "2012",
+        "85",
+    )
+    assert asked == ["1111.2011"]
+    am.arxiv_tool(paper="1111.2011v2", section="bibtex", library=server)
+    assert asked == ["1111.2011"], "asked once: kept on disk"
+
+
+def bibtexparser_entry(text):
+    [entry] = bibtex_entries(f"```bibtex\n{text}\n```")
+    return entry
+
+
 def test_bibtex_of_a_34_author_paper_parses_and_keeps_every_author(env):
     env.feeds["1707.08567"] = (DATA / "2026_idlist_1707.08567_34_authors.xml").read_bytes()
     [entry] = bibtex_entries(call(paper="1707.08567", section="bibtex"))
