@@ -1419,8 +1419,9 @@ def _short_authors(authors: Sequence[Author]) -> str:
     return ", ".join(names) + (" et al." if len(authors) > 3 else "")
 
 
-def format_search(request: SearchRequest, feed: Feed) -> str:
-    """Search results as compact Markdown, with the call for the next page."""
+def format_search(request: SearchRequest, feed: Feed, cited: Mapping[str, int] = {}) -> str:
+    """Search results as compact Markdown, with the call for the next page; ``cited``: how often
+    a paper is cited, by its id without version, where it is known."""
     sent = f"`{request.search_query}` (sorted by {request.sort}, {request.order})"
     if not feed.papers:
         if feed.total and request.start:
@@ -1441,10 +1442,14 @@ def format_search(request: SearchRequest, feed: Feed) -> str:
         )
     lines.append("")
     for rank, paper in enumerate(feed.papers, start=first):
-        abstract = truncate(paper.abstract, _ABSTRACT_PREVIEW)
+        abstract, base = (
+            truncate(paper.abstract, _ABSTRACT_PREVIEW),
+            _split_version(paper.arxiv_id)[0],
+        )
         lines.append(
             f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
             f"{paper.primary_category} · {paper.published}"
+            + (f" · cited by {_thousands(count)}" if (count := cited.get(base)) else "")
         )
         lines.append(f"   {abstract[0]}{'…' if abstract[1] else ''}")
     lines.append("")
@@ -1649,6 +1654,7 @@ _S2_OFF = (
     "Semantic Scholar is not asked (ARXIV_S2_URL is off); set ARXIV_S2_URL to its API, "
     "https://api.semanticscholar.org/graph/v1, to have citations and venues."
 )
+_S2_COUNTS_WAIT = 1.5  # seconds a page of search results waits for its citation counts
 # Venues that are arXiv itself: a paper with no other is a preprint.
 _PREPRINT_VENUES = frozenset({"", "arxiv", "arxiv.org"})
 
@@ -1711,27 +1717,61 @@ def fetch_scholarly(
     host's pace; None while S2 does not know the paper (a new one takes a few days).  Raises
     ArxivError naming Semantic Scholar: it is off, limiting requests past ``patience`` seconds
     (Throttled), failing, or answering what cannot be read."""
-    settings = settings or SETTINGS
+    base, _ = _split_version(arxiv_id)
+    path = f"paper/ARXIV:{base}?fields={_S2_PAPER_FIELDS}"
+    body = _s2_get(path, settings or SETTINGS, limiter, deadline=deadline, patience=patience)
+    return parse_scholarly(body) if body is not None else None
+
+
+def fetch_citation_counts(
+    arxiv_ids: Sequence[str],
+    *,
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+) -> dict[str, int]:
+    """How often each paper of ``arxiv_ids`` is cited, by its id without version, from one
+    Semantic Scholar batch request (those it does not know are left out).  Raises ArxivError
+    naming Semantic Scholar, as ``fetch_scholarly`` does."""
+    bases = [_split_version(arxiv_id)[0] for arxiv_id in arxiv_ids]
+    data = json.dumps({"ids": [f"ARXIV:{base}" for base in bases]}).encode()
+    body = _s2_get("paper/batch?fields=citationCount", settings or SETTINGS, limiter, data=data)
+    try:
+        found = json.loads(body or b"[]")
+        return {base: int(paper["citationCount"]) for base, paper in zip(bases, found) if paper}
+    except (ValueError, TypeError, KeyError):
+        raise ArxivError(f"{_S2}'s answer could not be read.", transient=True) from None
+
+
+def _s2_get(
+    path: str,
+    settings: Settings,
+    limiter: RateLimiter | None,
+    *,
+    deadline: float | None = None,
+    patience: float = 0,
+    data: bytes | None = None,
+) -> bytes | None:
+    """Semantic Scholar's answer to ``path`` (a POST of ``data`` when given), None for a 404 (it
+    does not know the paper).  Raises ArxivError naming it: it is off, limiting requests past
+    ``patience`` seconds (Throttled), refusing or failing."""
     if settings.s2_url == "off":
         raise ArxivError(_S2_OFF)
-    base, _ = _split_version(arxiv_id)
-    url = f"{settings.s2_url.rstrip('/')}/paper/ARXIV:{base}?fields={_S2_PAPER_FIELDS}"
     try:
-        response = http_get(
-            url,
+        return http_get(
+            f"{settings.s2_url.rstrip('/')}/{path}",
             accept="application/json",
             max_bytes=_S2_MAX_BYTES,
             deadline=deadline,
             settings=settings,
             limiter=limiter,
             patience=patience,
-            asking=_s2_asking(settings),
-        )
+            asking=_s2_asking(settings, data),
+        ).body
     except _StatusError as error:
         if error.status == 404:
             return None
         raise ArxivError(f"{_S2} refused the request (HTTP {error.status}).") from None
-    return parse_scholarly(response.body)
 
 
 # ---------------------------------------------------------------------------
@@ -7844,6 +7884,22 @@ class Catalogue:
             else None
         )
 
+    def citation_counts(self, papers: Sequence[Paper]) -> dict[str, int]:
+        """How often each of a search's ``papers`` is cited, from Semantic Scholar within
+        ``_S2_COUNTS_WAIT`` seconds, for the server's library; none when it is later or fails."""
+        if not self.library.ask_s2 or not papers:
+            return {}
+        try:
+            return fetch_citation_counts(
+                [paper.arxiv_id for paper in papers],
+                deadline=self.library.limiter.clock() + _S2_COUNTS_WAIT,
+                settings=self.library.settings,
+                limiter=self.library.limiter,
+            )
+        except ArxivError as error:
+            log.info("search results without citation counts: %s", error)
+            return {}
+
     def listing(self, categories: Sequence[str], deadline: float) -> Listing:
         """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
         until the next day's: one request a day for every server on the cache's folder
@@ -8890,7 +8946,7 @@ def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None
             f"{error} Reading papers by id still works meanwhile.", transient=True
         ) from None
     library.catalogue.remember(feed.papers)
-    return format_search(request, feed)
+    return format_search(request, feed, library.catalogue.citation_counts(feed.papers))
 
 
 # What the tool answers a call that asks for two things at once, or for nothing.

@@ -2164,6 +2164,35 @@ def test_semantic_scholar_limiting_or_off_is_a_short_error_naming_it(env):
     assert len(str(refused.value)) < 800 and len(env.urls) == 1, "nothing asked"
 
 
+def test_a_search_page_carries_each_results_citation_count_from_one_batch(env):
+    batch = json.loads(
+        (S2_DATA / "paper_batch_4ids_first-unknown-null_allfields.json").read_bytes()
+    )
+    assert [paper and paper["citationCount"] for paper in batch] == [None, 10670, 2185, 0]
+    server = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
+    feed_answer(env, "2026_search_all_rust_5results_relevance.xml")
+    env.script["paper/batch"] = [
+        FakeResponse(json.dumps([*batch, None]).encode(), "https://api.semanticscholar.org/")
+    ]
+    answer = am.arxiv_tool(query="rust", max_results=5, library=server)
+    [asked] = [request for request in env.requests if "paper/batch" in request.full_url]
+    assert asked.get_method() == "POST" and asked.full_url.endswith("?fields=citationCount")
+    ids = json.loads(asked.data)["ids"]
+    assert len(ids) == 5 and all(re.fullmatch(r"ARXIV:[0-9.]+", i) for i in ids), ids
+    rows = re.findall(r"^[0-9]+\. .*$", answer, re.M)
+    assert rows[1].endswith(" · cited by 10,670") and rows[2].endswith(" · cited by 2,185")
+    assert not any("cited by" in row for row in (rows[0], rows[3], rows[4])), "unknown, or none"
+    # Semantic Scholar failing: the results come without counts, and no error
+    feed_answer(env, "2026_search_all_rust_5results_relevance.xml")
+    env.script["paper/batch"] = [http_error("https://api.semanticscholar.org/", 403, b"{}")]
+    again = am.arxiv_tool(query="rust", max_results=5, library=server)
+    assert again.startswith("# arXiv search") and "cited by" not in again
+    feed_answer(env, "2026_search_all_rust_5results_relevance.xml")
+    batches = [url for url in env.urls if "paper/batch" in url]
+    plain = am.arxiv_tool(query="rust", max_results=5)
+    assert "cited by" not in plain and [url for url in env.urls if "paper/batch" in url] == batches
+
+
 def test_semantic_scholars_settings_its_key_its_host_and_off():
     read = am.Settings.from_env({"SEMANTIC_SCHOLAR_API_KEY": " key ", "ARXIV_S2_URL": "off"})
     assert read.s2_key == "key" and read.s2_url == "off"
