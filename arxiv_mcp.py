@@ -373,6 +373,10 @@ class QueryRejected(ArxivError):
     """The arXiv API answered with its error entry (a malformed id or query)."""
 
 
+# What a throttled service's callers can do besides waiting, by the service's name.
+_THROTTLE_HINTS = {"Semantic Scholar": " A free API key (ARXIV_S2_KEY) raises its limit."}
+
+
 class Throttled(ArxivError):
     """A service (``who``: arXiv's, or Semantic Scholar) is limiting requests right now (its
     capacity, not the caller's doing): nothing was asked of it, or it answered "Rate exceeded." or
@@ -381,7 +385,7 @@ class Throttled(ArxivError):
     def __init__(self, retry_in: float, who: str = "arXiv"):
         super().__init__(
             f"{who} is limiting requests right now (its capacity, not your doing); try again in "
-            f"{_duration(retry_in)}.",
+            f"{_duration(retry_in)}.{_THROTTLE_HINTS.get(who, '')}",
             transient=True,
         )
         self.retry_in = retry_in

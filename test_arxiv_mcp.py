@@ -2249,6 +2249,7 @@ def test_who_cites_it_when_semantic_scholar_cannot_say(env):
     citing_page(env, 429)
     limiting = call(paper="1111.2011v2", section="citations")
     assert limiting.startswith(f"{am.ERROR} Semantic Scholar is limiting requests"), limiting
+    assert "try again in about" in limiting and "A free API key (ARXIV_S2_KEY)" in limiting
     env.library.settings = dataclasses.replace(env.settings, s2_url="off")
     off = call(paper="1111.2011v2", section="citations")
     assert "ARXIV_S2_URL" in off and "Semantic Scholar" in off
