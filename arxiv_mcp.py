@@ -6581,8 +6581,15 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     return "\n".join(lines)
 
 
-def format_citing(arxiv_id: str, citing: CitingPapers, find: str, page: tuple[int, int]) -> str:
-    """The papers that cite ``arxiv_id``: influential first, then by their own citations (``find``:
+def format_citing(
+    arxiv_id: str,
+    citing: CitingPapers,
+    find: str,
+    page: tuple[int, int],
+    known: Scholarly | None = None,
+) -> str:
+    """The papers that cite ``arxiv_id`` (``known``: its counts, for the total), influential
+    first, then by their own citations (``find``:
     those whose title or citing sentences hold its words, ranked as ``find`` ranks passages), a page
     of ``page`` (start, count), each with up to two citing sentences, quoted as another paper's
     words; then the calls for more."""
@@ -6595,9 +6602,12 @@ def format_citing(arxiv_id: str, citing: CitingPapers, find: str, page: tuple[in
         papers = [papers[int(hit.arxiv_id)] for hit in find_across(texts, find)[0]]
     start, count = page
     shown = papers[start : start + count]
-    drawn = f"the newest {citing.limit:,} of them, " if len(citing.papers) >= citing.limit else ""
+    total = _thousands(known.citations) if known else ""
+    drawn = (
+        f"drawn from the newest {citing.limit:,}; " if len(citing.papers) >= citing.limit else ""
+    )
     lines = [
-        f"# Papers citing arXiv:{arxiv_id} ({_S2})",
+        f"# Papers citing arXiv:{arxiv_id} ({_S2}{f': cited by {total} in all' * bool(total)})",
         f"{len(papers)} citing papers{f' matching {_quote_input(find)}' * bool(find)} ({drawn}"
         f"influential first, then the most cited); {start + 1}–{start + len(shown)} shown.",
         "",
@@ -9073,7 +9083,15 @@ def answer_citations(call: ReadCall) -> Answer:
             f"{ERROR} {_S2} does not know arXiv:{call.arxiv_id} yet (a new paper takes a few "
             "days); try again later."
         )
-    return Answer(format_citing(call.arxiv_id, citing, call.request.words, call.page))
+    return Answer(  # with the paper's own count, for the total: known, or asked as BibTeX asks
+        format_citing(
+            call.arxiv_id,
+            citing,
+            call.request.words,
+            call.page,
+            call.library.scholarly(call.arxiv_id, call.library.limiter.clock() + _S2_WAIT),
+        )
+    )
 
 
 # Each way of reading a paper, declared once: the words that ask for it, what it needs, its answer.

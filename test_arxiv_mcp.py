@@ -2242,6 +2242,18 @@ def test_who_cites_a_paper_influential_first_with_its_sentences_paged_and_found(
     assert f"matching `{word}`" in found
 
 
+def test_who_cites_it_says_the_total_when_its_count_is_known(env, tmp_path):
+    citing_page(env)
+    env.script["?fields=citationCount"] = [
+        s2_answer("search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json")
+    ]
+    server = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
+    answer = am.arxiv_tool(paper="1706.03762", section="citations", library=server)
+    assert answer.startswith(
+        "# Papers citing arXiv:1706.03762 (Semantic Scholar: cited by 136,941 in all)\n13 citing"
+    ), answer
+
+
 def test_who_cites_it_when_semantic_scholar_cannot_say(env):
     citing_page(env, 404)
     unknown = call(paper="1111.2011v2", section="citations")
