@@ -2254,7 +2254,42 @@ def test_who_cites_it_says_the_total_when_its_count_is_known(env, tmp_path):
     ), answer
 
 
+def test_who_cites_it_waits_5_s_at_most_and_keeps_what_comes_later(env, monkeypatch, tmp_path):
+    answer, asked = threading.Event(), []
+    real = am.fetch_citing
+
+    def slow(arxiv_id, **options):
+        asked.append(arxiv_id)
+        answer.wait(10)
+        return real(arxiv_id, **options)
+
+    monkeypatch.setattr(am, "fetch_citing", slow)
+    monkeypatch.setattr(am, "_S2_WAIT", 0.2)
+    citing_page(env)
+    server = am.PaperLibrary(
+        env.settings, env.library.limiter, am.DiskCache(str(tmp_path), 10**9), ask_s2=True
+    )
+    waited = am.arxiv_tool(paper="1111.2011v2", section="citations", library=server)
+    assert waited.startswith(f"{am.ERROR} Semantic Scholar is slow to answer") and len(waited) < 800
+    answer.set()
+    wait_for(
+        lambda: (
+            "# Papers citing"
+            in am.arxiv_tool(paper="1111.2011v2", section="citations", library=server)
+        )
+    )
+    found = am.arxiv_tool(
+        paper="1111.2011v2", section="citations", find="Transformer", library=server
+    )
+    assert found.startswith("# Papers citing") and asked == ["1111.2011"], "kept: asked once"
+
+
 def test_who_cites_it_when_semantic_scholar_cannot_say(env):
+    env.script["/citations"] = [http_error("https://api.semanticscholar.org/", 500, b"{}")] * 8
+    failed = call(paper="1111.2011v2", section="citations")
+    assert (
+        failed.startswith(f"{am.ERROR} Semantic Scholar could not be reached") and len(failed) < 800
+    )
     citing_page(env, 404)
     unknown = call(paper="1111.2011v2", section="citations")
     assert unknown.startswith(am.ERROR) and "does not know arXiv:1111.2011v2 yet" in unknown
