@@ -8330,19 +8330,21 @@ class PaperDownloads:
                 self.library.scheduler.changed.notify_all()
 
     def fetch_scholarly(self, state: _PaperState, in_thread: bool = False) -> None:
-        """Semantic Scholar's counts and venue of the paper (``scholarly_of``): from the disk at
-        once, else asked in a thread of its own, beside the downloads and never waited on; a
-        throttle or a failure is kept nowhere, and the paper goes without."""
-        base, cache = _split_version(state.arxiv_id)[0], self.library.cache
-        if not in_thread and (
-            cache is None or cache.get("s2-Scholarly", base, _CACHED_TTL) is None
-        ):
+        """Semantic Scholar's counts and venue of the paper (``s2_record``): from the disk at once,
+        else asked in a thread of its own, beside the downloads and never waited on; a throttle or
+        a failure is kept nowhere, and the paper goes without."""
+        base = _split_version(state.arxiv_id)[0]
+        if not in_thread and (kept := self.s2_kept(Scholarly, base)) is None:
             threading.Thread(
                 target=self.fetch_scholarly, args=(state, True), name="arxiv-s2", daemon=True
             ).start()
             return
         try:
-            found = self.scholarly_of(base)
+            found = (
+                self.s2_record(Scholarly, base, fetch_scholarly, None)
+                if in_thread
+                else _from_record(Scholarly, kept)
+            )
         except Exception as error:
             log.info("no Semantic Scholar context for %s: %s", base, error)
             return
@@ -8350,10 +8352,11 @@ class PaperDownloads:
             state.metadata.scholarly = found
             self.library.scheduler.changed.notify_all()
 
-    def scholarly_of(self, base: str, deadline: float | None = None) -> Scholarly | None:
-        """Semantic Scholar's counts and venue of the paper ``base`` (an id without version), as
-        ``s2_record`` keeps them (``fetch_scholarly``)."""
-        return self.s2_record(Scholarly, base, fetch_scholarly, deadline)
+    def s2_kept(self, kind: type, base: str) -> bytes | None:
+        """Semantic Scholar's ``kind`` record of the paper ``base`` as kept on disk (for a day), or
+        None."""
+        cache = self.library.cache
+        return cache.get(f"s2-{kind.__name__}", base, _CACHED_TTL) if cache is not None else None
 
     def s2_record(self, kind: type, base: str, fetch: Callable[..., Any], deadline: Any) -> Any:
         """What Semantic Scholar says of the paper ``base`` (an id without version), a ``kind``
@@ -8361,10 +8364,9 @@ class PaperDownloads:
         ``deadline``) and kept; None when it does not know the paper.  Raises ArxivError when it
         cannot answer now."""
         cache, part = self.library.cache, f"s2-{kind.__name__}"
-        kept = (lambda: cache.get(part, base, _CACHED_TTL)) if cache is not None else (lambda: None)
-        if (body := kept()) is None:  # another server may be asking: its answer is kept
+        if (body := self.s2_kept(kind, base)) is None:  # another server may be asking: it is kept
             with _one_fetch(cache, part, base, self.library.settings.deadline):
-                if (body := kept()) is None:
+                if (body := self.s2_kept(kind, base)) is None:
                     options = {"settings": self.library.settings, "limiter": self.library.limiter}
                     body = _record(fetch(base, deadline=deadline, **options))  # "null": unknown
                     if cache is not None:
@@ -8481,7 +8483,9 @@ class PaperLibrary:
             ]
         try:
             return next(filter(None, known), None) or (
-                self.downloads.scholarly_of(base, deadline) if self.ask_s2 else None
+                self.downloads.s2_record(Scholarly, base, fetch_scholarly, deadline)
+                if self.ask_s2
+                else None
             )
         except ArxivError:
             return None
