@@ -164,30 +164,28 @@ class Settings:
             raw = (environ.get(name) or environ.get(_ALSO_NAMED.get(field.name, ""), "")).strip()
             if not raw:
                 continue
-            default: Any = field.default
+            kind: Any = type(field.default)
             try:
-                value = type(default)(raw)
+                value = kind(raw)
             except ValueError:
-                log.warning("%s is not a valid %s; using the default", name, type(default).__name__)
-                continue
-            if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
-                log.warning("%s must be a non-negative number; using the default", name)
+                log.warning("%s is not a valid %s; using the default", name, kind.__name__)
                 continue
             template = _URL_TEMPLATES.get(field.name, "")
-            off = field.name == "s2_url" and value == "off"
-            if (
-                field.name.endswith("_url")
-                and not off
-                and not _is_http_url(value, template=template)
-            ):
-                log.warning(
-                    "%s must be an http(s) URL%s; using the default",
-                    name,
-                    f" containing {template}" * bool(template),
-                )
-                continue
-            if field.name == "source" and value not in SOURCES:
-                log.warning("%s must be one of %s; using the default", name, ", ".join(SOURCES))
+            off = (field.name, value) == ("s2_url", "off")  # Semantic Scholar is never asked
+            # Each rule, and what it says when it is broken; the first broken one is logged.
+            wrong = {
+                "a non-negative number": (
+                    isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0)
+                ),
+                f"an http(s) URL{' containing ' * bool(template)}{template}": (
+                    field.name.endswith("_url")
+                    and not off
+                    and not _is_http_url(value, template=template)
+                ),
+                f"one of {', '.join(SOURCES)}": field.name == "source" and value not in SOURCES,
+            }
+            if rule := next((rule for rule, broken in wrong.items() if broken), None):
+                log.warning("%s must be %s; using the default", name, rule)
                 continue
             values[field.name] = value
         return cls(**values)
@@ -400,30 +398,30 @@ def _duration(seconds: float) -> str:
     )
 
 
+# Why one attempt of a request failed, as records (compared by identity, as exceptions are).
+
+
+@dataclass(eq=False)
 class _RetryableError(Exception):
     """One attempt failed in a way worth retrying (a 5xx other than 503, a network fault)."""
 
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+    reason: str
 
 
+@dataclass(eq=False)
 class _ThrottleAnswer(Exception):
-    """arXiv throttled this request: a 429, a 503 or a "Rate exceeded." body
+    """The service throttled this request: a 429, a 503 or a "Rate exceeded." body
     (``_RATE_EXCEEDED``)."""
 
-    def __init__(self, retry_after: float | None):
-        super().__init__("throttled")
-        self.retry_after = retry_after
+    retry_after: float | None
 
 
+@dataclass(eq=False)
 class _StatusError(Exception):
-    """arXiv answered with a final (not retryable) HTTP error status."""
+    """The service answered with a final (not retryable) HTTP error status."""
 
-    def __init__(self, status: int, body: bytes):
-        super().__init__(f"HTTP {status}")
-        self.status = status
-        self.body = body
+    status: int
+    body: bytes
 
 
 # After a throttle, a service cools down: no request to it starts before the cool-down ends.
@@ -764,22 +762,24 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
+# Each kind of network fault, and how it is told: the first whose kind the cause is.
+_NETWORK_REASONS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    (socket.gaierror, "the host name could not be resolved (DNS failure)"),
+    ((TimeoutError, socket.timeout), "the request timed out"),
+    (ConnectionRefusedError, "the connection was refused"),
+    (ConnectionResetError, "the connection was reset"),
+    (http.client.IncompleteRead, "the download was cut short"),
+)
+
+
 def _network_reason(error: BaseException) -> str:
-    """A short description of a network fault that names no host, path or secret."""
+    """A short description of a network fault that names no host, path or secret
+    (``_NETWORK_REASONS``)."""
     cause = error.reason if isinstance(error, urllib.error.URLError) else error
-    if isinstance(cause, socket.gaierror):
-        return "the host name could not be resolved (DNS failure)"
-    if isinstance(cause, (TimeoutError, socket.timeout)):
-        return "the request timed out"
-    if isinstance(cause, ConnectionRefusedError):
-        return "the connection was refused"
-    if isinstance(cause, ConnectionResetError):
-        return "the connection was reset"
-    if isinstance(cause, http.client.IncompleteRead):
-        return "the download was cut short"
     if isinstance(cause, OSError) and "CERTIFICATE" in str(cause).upper():
         return "the TLS certificate could not be verified"
-    return "a network error occurred"
+    told = (reason for kinds, reason in _NETWORK_REASONS if isinstance(cause, kinds))
+    return next(told, "a network error occurred")
 
 
 def _read_capped(response: Any, max_bytes: int) -> bytes:
@@ -837,17 +837,17 @@ def _get_once(
                 )
             body = _read_capped(response, max_bytes)
             if declared is not None and len(body) < declared:
-                raise _RetryableError("the download was cut short")
+                raise _RetryableError(reason="the download was cut short")
             if _RATE_EXCEEDED.match(body[:64]):
-                raise _ThrottleAnswer(_retry_after(response.headers))
+                raise _ThrottleAnswer(retry_after=_retry_after(response.headers))
             return HttpResponse(body, response.headers.get("Content-Type", "") or "")
     except urllib.error.HTTPError as error:
         if error.code in (429, 503):
             error.close()
-            raise _ThrottleAnswer(_retry_after(error.headers)) from None
+            raise _ThrottleAnswer(retry_after=_retry_after(error.headers)) from None
         if error.code >= 500:
             error.close()
-            raise _RetryableError(f"{asking.who} answered HTTP {error.code}") from None
+            raise _RetryableError(reason=f"{asking.who} answered HTTP {error.code}") from None
         try:  # the API explains a 400 in an Atom error entry
             body = error.read(_READ_CHUNK) if error.fp else b""
         except (OSError, ValueError, http.client.HTTPException):
@@ -855,10 +855,10 @@ def _get_once(
         finally:
             error.close()
         if _RATE_EXCEEDED.match(body[:64]):
-            raise _ThrottleAnswer(_retry_after(error.headers)) from None
-        raise _StatusError(error.code, body) from None
+            raise _ThrottleAnswer(retry_after=_retry_after(error.headers)) from None
+        raise _StatusError(status=error.code, body=body) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-        raise _RetryableError(_network_reason(error)) from None
+        raise _RetryableError(reason=_network_reason(error)) from None
 
 
 def http_get(
@@ -1438,29 +1438,33 @@ def format_search(request: SearchRequest, feed: Feed, cited: Mapping[str, int] =
             "categories."
         )
     first, last = request.start + 1, request.start + len(feed.papers)
-    lines = ["# arXiv search", f"Results {first}–{last} of {_thousands(feed.total)} for {sent}."]
-    if feed.total > _BROAD:
-        lines.append(
-            f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, "
-            "abs:), categories or a date range."
-        )
-    lines.append("")
-    for rank, paper in enumerate(feed.papers, start=first):
-        abstract, base = (
-            truncate(paper.abstract, _ABSTRACT_PREVIEW),
-            _split_version(paper.arxiv_id)[0],
-        )
-        lines.append(
-            f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · `{paper.arxiv_id}` · "
-            f"{paper.primary_category} · {paper.published}"
-            + (f" · cited by {_thousands(count)}" if (count := cited.get(base)) else "")
-        )
-        lines.append(f"   {abstract[0]}{'…' if abstract[1] else ''}")
-    lines.append("")
-    if last < min(feed.total, MAX_START + request.max_results):
-        lines.append(f"Next page: `{request.call(start=last)}`.")
-    lines.append('Read a paper: `arxiv(paper="<id>")`.')
-    return "\n".join(lines)
+    counts = [cited.get(_split_version(paper.arxiv_id)[0]) for paper in feed.papers]
+    previews = [truncate(paper.abstract, _ABSTRACT_PREVIEW) for paper in feed.papers]
+    return "\n".join(
+        [
+            "# arXiv search",
+            f"Results {first}–{last} of {_thousands(feed.total)} for {sent}.",
+            *[
+                f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, "
+                "abs:), categories or a date range."
+            ]
+            * (feed.total > _BROAD),
+            "",
+            *(
+                f"{rank}. **{paper.title}** — {_short_authors(paper.authors)} · "
+                f"`{paper.arxiv_id}` · {paper.primary_category} · {paper.published}"
+                + (f" · cited by {_thousands(count)}" if count else "")
+                + f"\n   {abstract}{'…' * cut}"
+                for rank, paper, count, (abstract, cut) in zip(
+                    itertools.count(first), feed.papers, counts, previews
+                )
+            ),
+            "",
+            *[f"Next page: `{request.call(start=last)}`."]
+            * (last < min(feed.total, MAX_START + request.max_results)),
+            'Read a paper: `arxiv(paper="<id>")`.',
+        ]
+    )
 
 
 def search(
@@ -1626,6 +1630,11 @@ def fetch_listing(
     )
 
 
+def _current(listing: Listing | None) -> bool:
+    """Whether ``listing`` is still the latest announcement: the next day's has not replaced it."""
+    return listing is not None and listing.current_until > time.time()
+
+
 def _us_eastern() -> datetime.tzinfo:
     """arXiv's time zone: US Eastern, or its standard time where there is no time zone data (Windows
     without the tzdata package)."""
@@ -1678,12 +1687,6 @@ class Scholarly:
     kind: str = ""
     volume: str = ""
     pages: str = ""
-
-
-def _s2_asking(settings: Settings, data: bytes | None = None) -> _Asking:
-    """A request to Semantic Scholar: its name in errors, and the key when there is one."""
-    key = {"x-api-key": settings.s2_key} if settings.s2_key else {}
-    return _Asking(who=_S2, headers={**key, "Content-Type": "application/json"}, data=data)
 
 
 def parse_scholarly(body: bytes) -> Scholarly:
@@ -1802,10 +1805,8 @@ def fetch_citing(
         path = f"paper/ARXIV:{base}/citations?fields={_S2_CITING_FIELDS}&limit={limit}"
         try:
             body = _s2_get(path, settings or SETTINGS, limiter, deadline=deadline)
-        except Throttled:
-            raise
-        except ArxivError:
-            if limit == _S2_CITING_PAGES[-1]:
+        except ArxivError as error:  # a timeout on its side: fewer are asked, unless it throttles
+            if isinstance(error, Throttled) or limit == _S2_CITING_PAGES[-1]:
                 raise
             continue
         return parse_citing(body, limit) if body is not None else None
@@ -1846,6 +1847,7 @@ def _s2_get(
     ``patience`` seconds (Throttled), refusing or failing."""
     if settings.s2_url == "off":
         raise ArxivError(_S2_OFF)
+    key = {"x-api-key": settings.s2_key} if settings.s2_key else {}  # sent, never shown
     try:
         return http_get(
             f"{settings.s2_url.rstrip('/')}/{path}",
@@ -1855,7 +1857,7 @@ def _s2_get(
             settings=settings,
             limiter=limiter,
             patience=patience,
-            asking=_s2_asking(settings, data),
+            asking=_Asking(who=_S2, headers={**key, "Content-Type": "application/json"}, data=data),
         ).body
     except _StatusError as error:
         if error.status == 404:
@@ -3830,12 +3832,10 @@ def _repaired(
     a picture keeps its text only when it is words, not axis ticks (``_picture_words``), an equation
     is one line with its number, page and text (``_equation_line``), and every other box is cleaned
     (``_clean_box``)."""
-    memo: list[_PageGlyphs] = []
-
-    def glyphs() -> _PageGlyphs:
-        if not memo:
-            memo.append(_PageGlyphs(pdf_page, per_character=_UNKNOWN_GLYPH in markdown))
-        return memo[0]
+    # read once, and only when a box needs it
+    glyphs = functools.cache(
+        lambda: _PageGlyphs(pdf_page, per_character=_UNKNOWN_GLYPH in markdown)
+    )
 
     ranges = sorted((box["pos"] for box in boxes), key=lambda pos: pos[0])
     ordered = sorted(boxes, key=lambda box: box["pos"][0])
@@ -4323,12 +4323,11 @@ class PaperText:
 
     @property
     def page_note(self) -> str:
-        if self.pages_converted < self.page_count:
-            return (
-                f"The full text shows the first {self.pages_converted} of {self.page_count} pages "
-                "(ARXIV_MAX_PAGES); read the sections after them with `section`."
-            )
-        return ""
+        """What the full text leaves out of the PDF, or ""."""
+        return (
+            f"The full text shows the first {self.pages_converted} of {self.page_count} pages "
+            "(ARXIV_MAX_PAGES); read the sections after them with `section`."
+        ) * (self.pages_converted < self.page_count)
 
 
 def overview_of(text: PaperText) -> Overview:
@@ -5592,12 +5591,10 @@ def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
         ("eprint", base),
         ("archivePrefix", "arXiv"),
         ("primaryClass", paper.primary_category),
+        ("doi", paper.dois[0] if paper.dois else ""),
+        ("note", _bibtex_text(paper.journal_ref)),
+        ("url", paper.abs_url),
     ]
-    if paper.dois:
-        fields.append(("doi", paper.dois[0]))
-    if paper.journal_ref:
-        fields.append(("note", _bibtex_text(paper.journal_ref)))
-    fields.append(("url", paper.abs_url))
     body = "".join(f"  {name} = {{{value}}},\n" for name, value in fields if value)  # none made up
     kind = {"conference": "inproceedings", "journal": "article"}.get(venue.kind, "misc")
     return f"@{kind}{{{bibtex_key(paper, year)},\n{body}}}"
@@ -5812,35 +5809,40 @@ def format_metadata(
         )
         if notice
     ]
-    lines = [
-        "# arXiv Paper",
-        *(f"\n{notice}" for notice in notices),
-        "",
-        "## Metadata",
-        f"- **Title:** {paper.title}",
-        f"- **Authors:** {_authors(paper.authors, affiliations) or _NO_AUTHORS}",
-        f"- **arXiv ID:** {paper.arxiv_id}",
-    ]
-    if paper.primary_category:
-        lines.append(
-            f"- **Categories:** {paper.primary_category} (primary)"
-            + "".join(f", {c}" for c in paper.categories if c != paper.primary_category)
-        )
-    if paper.published:
-        lines.append(f"- **Published:** {paper.published} · **Updated:** {paper.updated}")
-    elif paper.updated:
-        lines.append(f"- **Submitted:** {paper.updated} (this version)")
-    elif not paper.provenance:
-        lines.append("- **Dates:** not in arXiv's daily listing, which this metadata is from")
-    lines.append(f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})")
-    if paper.dois:
-        lines.append(f"- **DOI:** {', '.join(paper.dois)}")
-    if paper.journal_ref:
-        lines.append(f"- **Journal ref:** {paper.journal_ref}")
-    if paper.comment:
-        lines.append(f"- **Comment:** {paper.comment}")
-    lines += [*extra, "", "## Abstract", paper.abstract or "(no abstract)"]
-    return "\n".join(lines)
+    others = "".join(f", {c}" for c in paper.categories if c != paper.primary_category)
+    dates = (
+        f"- **Published:** {paper.published} · **Updated:** {paper.updated}"
+        if paper.published
+        else f"- **Submitted:** {paper.updated} (this version)"
+        if paper.updated
+        else ""
+        if paper.provenance  # the paper's own metadata: its note says where it is from
+        else "- **Dates:** not in arXiv's daily listing, which this metadata is from"
+    )
+    given = (  # in their order; "" for what the metadata does not give
+        paper.primary_category and f"- **Categories:** {paper.primary_category} (primary){others}",
+        dates,
+        f"- **Links:** [abstract]({paper.abs_url}) · [PDF]({paper.pdf_url})",
+        paper.dois and f"- **DOI:** {', '.join(paper.dois)}",
+        paper.journal_ref and f"- **Journal ref:** {paper.journal_ref}",
+        paper.comment and f"- **Comment:** {paper.comment}",
+    )
+    return "\n".join(
+        [
+            "# arXiv Paper",
+            *(f"\n{notice}" for notice in notices),
+            "",
+            "## Metadata",
+            f"- **Title:** {paper.title}",
+            f"- **Authors:** {_authors(paper.authors, affiliations) or _NO_AUTHORS}",
+            f"- **arXiv ID:** {paper.arxiv_id}",
+            *(line for line in given if line),
+            *extra,
+            "",
+            "## Abstract",
+            paper.abstract or "(no abstract)",
+        ]
+    )
 
 
 _HIDDEN_QUOTE = 300  # characters of each hidden passage the overview quotes
@@ -6010,7 +6012,9 @@ def format_outline(
     if sections:
         listed = [row.section for row in rows]
         rows = [
-            row for top in map(listed.index, sections) for row in rows[top : _end_of(listed, top)]
+            row
+            for top in (_position(listed, section) for section in sections)
+            for row in rows[top : _end_of(listed, top)]
         ]
     head = f"# Outline of arXiv:{paper.arxiv_id}: {paper.title}\n\n{_text_summary(overview)}\n\n"
     top = min((row.section.level for row in rows), default=1)
@@ -6547,38 +6551,39 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     counts = Counter(item.announce_type.partition("-")[0] for item in listing.items)
     shown = _found_in_listing(listing, find) if find else listing.items
     first, last = request.start + 1, min(request.start + request.max_results, len(shown))
-    lines = [
-        f"# arXiv's announcement of {', '.join(request.categories)} on {listing.date}",
-        f"New submissions: {counts['new']} · cross-lists: {counts['cross']} · replacements: "
-        f"{counts['replace']}; in arXiv's order.",
-    ]
-    if find:
-        lines.append(f"Holding {_quote_input(find)}: {len(shown)} of them, best first.")
-    lines.append("")
-    lines += [  # as a search lists them, with what the announcement is when it is not new
-        f"{rank}. **{item.paper.title}** — {_short_authors(item.paper.authors)} · "
-        f"`{item.paper.arxiv_id}` · {item.paper.primary_category}"
-        + (f" · {ANNOUNCE_TYPES[item.announce_type]}" if item.announce_type != "new" else "")
-        for rank, item in enumerate(shown[first - 1 : last], first)
-    ]
-    if first > last and shown:
-        lines.append(f"No papers at start={request.start}: the list has {len(shown)}.")
-    lines.append("")
-    if last < len(shown):
-        more = request.call(start=last)
-        wider = (
-            f" (up to {MAX_RESULTS} a page with `max_results`)"
-            if request.max_results < MAX_RESULTS
-            else ""
-        )
-        lines.append(f"Next page: `{f'{more[:-1]}, find={find!r})' if find else more}`{wider}.")
-    if not find:
-        lines.append(f'Narrow it: `{request.call(start=0)[:-1]}, find="<words>")`.')
-    lines.append(
-        f'Search arXiv\'s catalogue: `{request.call(start=0)[:-1]}, query="<words>")`. '
-        'Read a paper: `arxiv(paper="<id>")`.'
+    more, again = request.call(start=last), request.call(start=0)[:-1]
+    wider = (
+        f" (up to {MAX_RESULTS} a page with `max_results`)"
+        if request.max_results < MAX_RESULTS
+        else ""
     )
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            f"# arXiv's announcement of {', '.join(request.categories)} on {listing.date}",
+            f"New submissions: {counts['new']} · cross-lists: {counts['cross']} · replacements: "
+            f"{counts['replace']}; in arXiv's order.",
+            *[f"Holding {_quote_input(find)}: {len(shown)} of them, best first."] * bool(find),
+            "",
+            *(  # as a search lists them, with what the announcement is when it is not new
+                f"{rank}. **{item.paper.title}** — {_short_authors(item.paper.authors)} · "
+                f"`{item.paper.arxiv_id}` · {item.paper.primary_category}"
+                + (
+                    f" · {ANNOUNCE_TYPES[item.announce_type]}"
+                    if item.announce_type != "new"
+                    else ""
+                )
+                for rank, item in enumerate(shown[first - 1 : last], first)
+            ),
+            *[f"No papers at start={request.start}: the list has {len(shown)}."]
+            * bool(first > last and shown),
+            "",
+            *[f"Next page: `{f'{more[:-1]}, find={find!r})' if find else more}`{wider}."]
+            * (last < len(shown)),
+            *[f'Narrow it: `{again}, find="<words>")`.'] * (not find),
+            f'Search arXiv\'s catalogue: `{again}, query="<words>")`. '
+            'Read a paper: `arxiv(paper="<id>")`.',
+        ]
+    )
 
 
 def format_citing(
@@ -6654,12 +6659,11 @@ def _caption_rows(captions: Sequence[Caption], width: int) -> str:
 
     if width == 0:
         return ", ".join(f"{c.kind} {c.number}{page(c)}" for c in captions)
-    rows = []
-    for caption in captions:
-        text = _CAPTION_LABEL.sub("", caption.text, count=1).strip()
-        text = _shortened(text, width)
-        rows.append(f"- **{caption.kind} {caption.number}**{page(caption)}: {text}")
-    return "\n".join(rows)
+    return "\n".join(
+        f"- **{c.kind} {c.number}**{page(c)}: "
+        + _shortened(_CAPTION_LABEL.sub("", c.text, count=1).strip(), width)
+        for c in captions
+    )
 
 
 _SEE_VISUALS = (
@@ -6947,6 +6951,28 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
         yield
     finally:
         _unlock_file(descriptor)
+
+
+def _kept_or_fetched(
+    cache: DiskCache | None,
+    kind: str,
+    key: str,
+    fetch: Callable[[], bytes],
+    *,
+    wait: float,
+    max_age: float | None = None,
+    usable: Callable[[bytes], bool] = bool,
+) -> tuple[bytes, bool]:
+    """``kind`` of ``key`` as ``cache`` keeps it (younger than ``max_age`` seconds, and ``usable``)
+    with True; else what ``fetch()`` brings, kept, with False.  The processes sharing the cache's
+    folder fetch it one at a time (``_one_fetch``, ``wait``): the others find what one kept."""
+    with _one_fetch(cache, kind, key, wait):
+        if cache is not None and usable(kept := cache.get(kind, key, max_age) or b""):
+            return kept, True
+        body = fetch()
+        if cache is not None:
+            cache.put(kind, key, body)
+        return body, False
 
 
 # The version of the rules that make a PDF's kept text (its structure pass and converted pages):
@@ -7990,6 +8016,15 @@ def _late(state: _PaperState, deadline: float) -> Reading | ArxivError:
     )
 
 
+def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], most: int) -> None:
+    """Put ``items`` (key, value) into ``kept`` as its newest, and drop its oldest past ``most``."""
+    for key, value in items:
+        kept[key] = value
+        kept.move_to_end(key)
+    while len(kept) > most:
+        kept.popitem(last=False)
+
+
 class Catalogue:
     """What arXiv's search and announcements said, for reading their papers with no request: a
     search's entries stand for their papers' metadata (``remember``), and the latest announcements
@@ -8011,12 +8046,12 @@ class Catalogue:
         the list)."""
         now = self.library.limiter.clock()
         with self._lock:
-            for paper in papers:
-                for key in dict.fromkeys((paper.arxiv_id, _split_version(paper.arxiv_id)[0])):
-                    self._searched[key] = (now, paper)
-                    self._searched.move_to_end(key)
-            while len(self._searched) > _SEARCHED_ENTRIES:
-                self._searched.popitem(last=False)
+            entries = (
+                (key, (now, paper))
+                for paper in papers
+                for key in dict.fromkeys((paper.arxiv_id, _split_version(paper.arxiv_id)[0]))
+            )
+            _keep_newest(self._searched, entries, _SEARCHED_ENTRIES)
 
     def searched(self, arxiv_id: str) -> Paper | None:
         """The metadata a recent search gave for ``arxiv_id`` (without a version: its latest), or
@@ -8052,28 +8087,25 @@ class Catalogue:
         name = listing_name(categories)
         with self._lock:
             listing = self._listings.get(name)
-        if listing is None or listing.current_until <= time.time():
-            with _one_fetch(self.library.cache, "listing", name, self.library.settings.deadline):
-                body = (
-                    self.library.cache.get("listing", name)
-                    if self.library.cache is not None
-                    else None
-                )
-                listing = _from_record(Listing, body)
-                if listing is None or listing.current_until <= time.time():
-                    listing = fetch_listing(
+        if listing is None or not _current(listing):
+            body, _ = _kept_or_fetched(
+                self.library.cache,
+                "listing",
+                name,
+                lambda: _record(
+                    fetch_listing(
                         categories,
                         deadline=deadline,
                         settings=self.library.settings,
                         limiter=self.library.limiter,
                     )
-                    if self.library.cache is not None:
-                        self.library.cache.put("listing", name, _record(listing))
+                ),
+                wait=self.library.settings.deadline,
+                usable=lambda body: _current(_from_record(Listing, body)),
+            )
+            listing = _from_record(Listing, body)
             with self._lock:
-                self._listings[name] = listing
-                self._listings.move_to_end(name)
-                while len(self._listings) > _LISTINGS_KEPT:
-                    self._listings.popitem(last=False)
+                _keep_newest(self._listings, [(name, listing)], _LISTINGS_KEPT)
         self.remember([item.paper for item in listing.items])
         return listing
 
@@ -8113,9 +8145,7 @@ class FindCorpus:
                 text_read = _findable(version, paper.title if paper else "", text) if text else None
             if text_read is not None:
                 with self._lock:
-                    self._kept[key] = text_read
-                    while len(self._kept) > _FIND_KEPT:
-                        self._kept.popitem(last=False)
+                    _keep_newest(self._kept, [(key, text_read)], _FIND_KEPT)
                 yield text_read
 
 
@@ -8247,27 +8277,26 @@ class PaperDownloads:
             state.pdf.wanted, version = True, state.version
         cache = self.cache_for(version)
         try:
-            with _one_fetch(cache, "pdf", version, self.library.settings.deadline):
-                pdf = pdf_on_disk = cache.get("pdf", version) if cache is not None else None
-                if pdf is None:
-                    with changed:
-                        self.library.scheduler.add(
-                            state
-                        )  # the converter starts while the PDF downloads
-                    with self.library.scheduler.request_turn(
-                        self.urgency(state, URGENT_PDF), url=self.library.settings.pdf_url
-                    ):
-                        pdf = fetch_pdf(
-                            version, settings=self.library.settings, limiter=self.library.limiter
-                        )
-                    if cache is not None:
-                        cache.put("pdf", version, pdf)
+
+            def download() -> bytes:
+                with changed:  # the converter starts while the PDF downloads
+                    self.library.scheduler.add(state)
+                with self.library.scheduler.request_turn(
+                    self.urgency(state, URGENT_PDF), url=self.library.settings.pdf_url
+                ):
+                    return fetch_pdf(
+                        version, settings=self.library.settings, limiter=self.library.limiter
+                    )
+
+            pdf, from_disk = _kept_or_fetched(
+                cache, "pdf", version, download, wait=self.library.settings.deadline
+            )
             disk_text = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
             structure = _load_text_part(disk_text, "structure", Structure)
             with changed:
                 state.pdf.data, state.pdf.disk_text = pdf, disk_text
-                state.pdf.from_disk = pdf_on_disk is not None
+                state.pdf.from_disk = from_disk
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.library.scheduler.add(state)
@@ -8283,27 +8312,7 @@ class PaperDownloads:
         the paper's error; a failure that may pass leaves the paper to be read with metadata kept on
         disk past its time, marked, or with the paper's own (``_PaperState.paper``)."""
         try:
-            with _one_fetch(
-                self.library.cache, "meta", state.arxiv_id, self.library.settings.deadline
-            ):
-                on_disk = (
-                    self.library.cache.get("meta", state.arxiv_id, _CACHED_TTL)
-                    if self.library.cache is not None
-                    else None
-                )
-                if (paper := _from_record(Paper, on_disk)) is None:
-                    with self.library.scheduler.request_turn(
-                        self.urgency(state, URGENT_SMALL), url=self.library.settings.api_url
-                    ):
-                        paper = fetch_metadata(
-                            state.arxiv_id,
-                            deadline=self.library.limiter.clock() + _METADATA_WAIT,
-                            settings=self.library.settings,
-                            limiter=self.library.limiter,
-                            patience=0,
-                        )
-                    if self.library.cache is not None:
-                        self.library.cache.put("meta", state.arxiv_id, _record(paper))
+            paper = self.api_metadata(state.arxiv_id, self.urgency(state, URGENT_SMALL))
         except Exception as error:
             failure = _as_arxiv_error(error, "An internal error occurred.")
             stale = (
@@ -8328,6 +8337,37 @@ class PaperDownloads:
             with self.library.scheduler.changed:
                 state.metadata.refreshing = False
                 self.library.scheduler.changed.notify_all()
+
+    def api_metadata(
+        self, arxiv_id: str, urgency: Callable[[], int], deadline: float | None = None
+    ) -> Paper:
+        """The API's metadata of ``arxiv_id``: kept on disk for a day, else asked in its turn
+        (``urgency``), with no patience for a throttle, by ``deadline`` (None: within
+        ``_METADATA_WAIT`` seconds of the turn), and kept."""
+        library = self.library
+
+        def ask() -> bytes:
+            with library.scheduler.request_turn(urgency, deadline, url=library.settings.api_url):
+                wait_until = library.limiter.clock() + _METADATA_WAIT
+                paper = fetch_metadata(
+                    arxiv_id,
+                    deadline=wait_until if deadline is None else deadline,
+                    settings=library.settings,
+                    limiter=library.limiter,
+                    patience=0,
+                )
+            return _record(paper)
+
+        body, _ = _kept_or_fetched(
+            library.cache,
+            "meta",
+            arxiv_id,
+            ask,
+            wait=library.settings.deadline,
+            max_age=_CACHED_TTL,
+            usable=lambda body: _from_record(Paper, body) is not None,
+        )
+        return _from_record(Paper, body)
 
     def fetch_scholarly(self, state: _PaperState, in_thread: bool = False) -> None:
         """Semantic Scholar's counts and venue of the paper (``s2_record``): from the disk at once,
@@ -8363,14 +8403,15 @@ class PaperDownloads:
         record: kept on disk for a day ("unknown" too), else asked (``fetch``, within
         ``deadline``) and kept; None when it does not know the paper.  Raises ArxivError when it
         cannot answer now."""
-        cache, part = self.library.cache, f"s2-{kind.__name__}"
-        if (body := self.s2_kept(kind, base)) is None:  # another server may be asking: it is kept
-            with _one_fetch(cache, part, base, self.library.settings.deadline):
-                if (body := self.s2_kept(kind, base)) is None:
-                    options = {"settings": self.library.settings, "limiter": self.library.limiter}
-                    body = _record(fetch(base, deadline=deadline, **options))  # "null": unknown
-                    if cache is not None:
-                        cache.put(part, base, body)
+        options = {"settings": self.library.settings, "limiter": self.library.limiter}
+        body, _ = _kept_or_fetched(
+            self.library.cache,
+            f"s2-{kind.__name__}",
+            base,
+            lambda: _record(fetch(base, deadline=deadline, **options)),  # "null": unknown
+            wait=self.library.settings.deadline,
+            max_age=_CACHED_TTL,
+        )
         return _from_record(kind, body)
 
     def refresh(self, state: _PaperState) -> None:
@@ -8531,21 +8572,9 @@ class PaperLibrary:
                 ),
                 None,
             )
-        if known is None and self.cache is not None:
-            known = _from_record(Paper, self.cache.get("meta", arxiv_id, _CACHED_TTL))
         if known is not None and known.updated:  # a listing's entry has no date for BibTeX's year
             return known
-        with self.scheduler.request_turn(lambda: URGENT_SMALL, deadline, url=self.settings.api_url):
-            paper = fetch_metadata(
-                arxiv_id,
-                deadline=deadline,
-                settings=self.settings,
-                limiter=self.limiter,
-                patience=0,
-            )
-        if self.cache is not None:
-            self.cache.put("meta", arxiv_id, _record(paper))
-        return paper
+        return self.downloads.api_metadata(arxiv_id, lambda: URGENT_SMALL, deadline)
 
     def papers(self) -> dict[tuple[str, str], _PaperState]:
         """The papers in memory by (id, source), the least recently used first: a copy, to look at

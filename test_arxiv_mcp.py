@@ -10,6 +10,7 @@ import datetime
 import email.message
 import email.utils
 import hashlib
+import http.client
 import io
 import itertools
 import json
@@ -19,6 +20,7 @@ import queue
 import re
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -567,11 +569,21 @@ def test_bad_settings_fall_back_to_defaults_without_echoing_the_value(caplog):
             "ARXIV_MAX_CHARS": "lots",
             "ARXIV_PDF_URL": secret.replace("api", "nope"),
             "ARXIV_MIN_INTERVAL": "-1",
+            "ARXIV_SOURCE": "latex",
+            "ARXIV_S2_URL": "off!",
         }
     )
     assert settings == am.Settings()
     assert "s3cret" not in caplog.text and "lots" not in caplog.text
-    assert "ARXIV_MAX_CHARS" in caplog.text
+    for said in (
+        "ARXIV_MAX_CHARS is not a valid int",
+        "ARXIV_PDF_URL must be an http(s) URL containing {id}",
+        "ARXIV_MIN_INTERVAL must be a non-negative number",
+        "ARXIV_SOURCE must be one of auto, html, pdf",
+        "ARXIV_S2_URL must be an http(s) URL; using the default",
+    ):
+        assert said in caplog.text
+    assert am.Settings.from_env({"ARXIV_S2_URL": "off"}).s2_url == "off"
 
 
 # ---------------------------------------------------------------------------
@@ -941,6 +953,12 @@ def test_429_with_a_long_retry_after_is_reported_not_waited(env):
         (urllib.error.URLError(socket.gaierror(-2, "Name or service not known")), "DNS"),
         (TimeoutError("timed out"), "timed out"),
         (ConnectionResetError(104, "reset"), "reset"),
+        (
+            urllib.error.URLError(ssl.SSLCertVerificationError(1, "CERTIFICATE_VERIFY_FAILED")),
+            "TLS",
+        ),
+        (http.client.IncompleteRead(b"part", 10), "cut short"),
+        (OSError(5, "Input/output error"), "a network error occurred"),
     ],
 )
 def test_network_faults_retry_then_give_a_short_message(env, fault, reason):
@@ -5860,6 +5878,10 @@ def test_a_heading_printed_twice_is_read_where_it_stands():
     assert 'previous "2 Methods"' in answer and "next" not in answer.splitlines()[-1]
     first = am.format_sections(paper, text, [rows[1]], 50_000, overview)
     assert "The first." in first and 'previous "1 Intro"' in first and 'next "2 Methods"' in first
+    for row in (overview.sections[1], overview.sections[3]):  # its own size in the outline
+        outline = am.format_outline(paper, overview, None, [row.section], 50_000)
+        assert f"- **Proof** ({row.chars} chars" in outline
+    assert overview.sections[1].chars != overview.sections[3].chars
 
 
 def listed_sizes(overview):
