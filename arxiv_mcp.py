@@ -8618,11 +8618,7 @@ class PaperLibrary:
         ArxivError if the metadata has not arrived; the read goes on.  Without ``request``: the full
         text.  A paper that is not cached while ``_MAX_COLD_READS`` others download is refused at
         once (ArxivError: the server is busy)."""
-        request, changed, max_pages = (
-            request or FULL,
-            self.scheduler.changed,
-            self.settings.max_pages,
-        )
+        request, changed = request or FULL, self.scheduler.changed
         # The deadline is a limiter-clock time; waits are in real time.
         until = (
             None
@@ -8650,18 +8646,7 @@ class PaperLibrary:
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
-                made_at = -1  # the answer is made again only when the paper has changed
-                while True:
-                    if made_at != state.revision:
-                        made_at, reading = state.revision, _answer(state, request, max_pages)
-                        if reading is not None:
-                            break
-                        self._start_what_is_missing(state, request)
-                    remaining = None if until is None else until - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        reading = _late(state, self.settings.deadline)
-                        break
-                    changed.wait(remaining)
+                reading = self._awaited(state, request, until)
             finally:
                 state.callers.wants -= Counter({request: 1})
                 if on_progress is not None:
@@ -8670,6 +8655,24 @@ class PaperLibrary:
         if isinstance(reading, ArxivError):
             raise reading
         return reading
+
+    def _awaited(
+        self, state: _PaperState, request: ReadRequest, until: float | None
+    ) -> Reading | ArxivError:
+        """The answer to ``request`` once the paper has what it needs, else, at ``until`` (a
+        ``time.monotonic`` time), the late one (``_late``); waited for on the scheduler's condition,
+        held by the caller, and made again only when the paper has changed."""
+        made_at = -1
+        while True:
+            if made_at != state.revision:
+                made_at, reading = state.revision, _answer(state, request, self.settings.max_pages)
+                if reading is not None:
+                    return reading
+                self._start_what_is_missing(state, request)
+            remaining = None if until is None else until - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return _late(state, self.settings.deadline)
+            self.scheduler.changed.wait(remaining)
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
         """Start what a waiting read needs that no one has started: the PDF of a paper read from
