@@ -7604,7 +7604,7 @@ class ConverterProcess:
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.is_alive()
+        return (process := self.process) is not None and process.is_alive()
 
     def start(self) -> None:
         """Start a process unless one runs (none yet, or the last one was killed)."""
@@ -7613,14 +7613,15 @@ class ConverterProcess:
                 self.stop()
                 context = multiprocessing.get_context("spawn")
                 self._connection, child = context.Pipe()
-                self.process = context.Process(
+                process = context.Process(
                     target=_converter_main,
                     args=(child, self.make, self.layout),
                     name="arxiv-converter",
                     daemon=True,
                 )
-                self.process.start()
+                process.start()
                 child.close()  # the process's end: its death ends the pipe
+                self.process = process  # once started: what ``stop`` ends
 
     def _pdf_for(self, key: Any, pdf: bytes | None) -> bytes | None:
         """``pdf`` to send with a job, or None when the process holds it open (in a process started
@@ -7650,12 +7651,15 @@ class ConverterProcess:
 
     def stop(self) -> None:
         """End the process (idle, or dead, or hung on a job: at once, whoever waits for it); its
-        open PDFs go with it."""
-        if self.process is not None:
-            self._connection.close()
-            self.process.kill()
-            self.process.join()
-        self.process, self._open = None, set()
+        open PDFs go with it.  Any thread may call it without the turn, two at once too: each ends
+        the process and the pipe it found, and forgets it unless another has started since."""
+        process, connection = self.process, self._connection
+        if process is not None:
+            connection.close()
+            process.kill()
+            process.join()
+        if self.process is process:
+            self.process, self._open = None, set()
 
 
 # A library's converters: of the pages, and of the structure passes (None: the pages' converter).

@@ -6825,6 +6825,27 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
         process.stop()
 
 
+def test_a_converter_stopped_by_two_threads_at_once_ends_without_an_error():
+    """``stop`` is called from any thread, without the job's turn (a hung job's, the idle lane's, a
+    test's teardown): another thread's stop may end the process while this one ends it too."""
+    converter = am.ConverterProcess(QuickConverter, layout=False)
+    converter.start()
+    child = converter.process
+
+    class EndedMeanwhile:  # another thread's stop runs whole while this one kills the process
+        def kill(self):
+            converter.process = child
+            converter.stop()
+            child.kill()
+
+        def join(self):
+            child.join()
+
+    converter.process = EndedMeanwhile()
+    converter.stop()
+    assert converter.process is None and not converter.running and not child.is_alive()
+
+
 def converter_process(library, make):
     # (stand-ins need no layout model)
     library.scheduler.converter = am.ConverterProcess(make, layout=False)
