@@ -1630,9 +1630,10 @@ def fetch_listing(
     )
 
 
-def _current(listing: Listing | None) -> bool:
-    """Whether ``listing`` is still the latest announcement: the next day's has not replaced it."""
-    return listing is not None and listing.current_until > time.time()
+def _current(listing: Listing | None) -> Listing | None:
+    """``listing`` while it is still the latest announcement (the next day's has not replaced it),
+    else None."""
+    return listing if listing is not None and listing.current_until > time.time() else None
 
 
 def _us_eastern() -> datetime.tzinfo:
@@ -1667,6 +1668,7 @@ _S2_OFF = (
     "Semantic Scholar is not asked (ARXIV_S2_URL is off); set ARXIV_S2_URL to its API, "
     "https://api.semanticscholar.org/graph/v1, to have citations and venues."
 )
+_S2_UNREADABLE = "Semantic Scholar's answer could not be read."
 _S2_COUNTS_WAIT = 1.5  # seconds a page of search results waits for its citation counts
 _S2_WAIT = 5.0  # seconds a BibTeX entry or the citing papers wait for Semantic Scholar
 _CITING_SENTENCES, _CITING_CHARS = 2, 300  # of each citing paper shown: sentences, and their size
@@ -1710,7 +1712,7 @@ def parse_scholarly(body: bytes) -> Scholarly:
             pages=re.sub(r"\s*-+\s*", "--", str(journal.get("pages") or "")) if venue else "",
         )
     except (ValueError, TypeError, AttributeError, KeyError):
-        raise ArxivError(f"{_S2}'s answer could not be read.", transient=True) from None
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 
 def fetch_scholarly(
@@ -1787,7 +1789,7 @@ def parse_citing(body: bytes, limit: int) -> CitingPapers:
             limit=limit,
         )
     except (ValueError, TypeError, KeyError, AttributeError):
-        raise ArxivError(f"{_S2}'s answer could not be read.", transient=True) from None
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 
 def fetch_citing(
@@ -1830,7 +1832,7 @@ def fetch_citation_counts(
         found = json.loads(body or b"[]")
         return {base: int(paper["citationCount"]) for base, paper in zip(bases, found) if paper}
     except (ValueError, TypeError, KeyError):
-        raise ArxivError(f"{_S2}'s answer could not be read.", transient=True) from None
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 
 def _s2_get(
@@ -6953,26 +6955,32 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
         _unlock_file(descriptor)
 
 
+_Kept = typing.TypeVar("_Kept")
+
+
 def _kept_or_fetched(
     cache: DiskCache | None,
     kind: str,
     key: str,
-    fetch: Callable[[], bytes],
+    fetch: Callable[[], _Kept],
     *,
+    read: Callable[[bytes], _Kept | None],
+    write: Callable[[_Kept], bytes],
     wait: float,
     max_age: float | None = None,
-    usable: Callable[[bytes], bool] = bool,
-) -> tuple[bytes, bool]:
-    """``kind`` of ``key`` as ``cache`` keeps it (younger than ``max_age`` seconds, and ``usable``)
-    with True; else what ``fetch()`` brings, kept, with False.  The processes sharing the cache's
-    folder fetch it one at a time (``_one_fetch``, ``wait``): the others find what one kept."""
+) -> tuple[_Kept, bool]:
+    """``kind`` of ``key`` as ``cache`` keeps it (younger than ``max_age`` seconds), as ``read``
+    reads it (None: it cannot serve), with True; else what ``fetch()`` brings, kept as ``write``
+    writes it, with False.  Each is read or written once.  The processes sharing the cache's folder
+    fetch it one at a time (``_one_fetch``, ``wait``): the others find what one kept."""
     with _one_fetch(cache, kind, key, wait):
-        if cache is not None and usable(kept := cache.get(kind, key, max_age) or b""):
+        body = cache.get(kind, key, max_age) if cache is not None else None
+        if body is not None and (kept := read(body)) is not None:
             return kept, True
-        body = fetch()
+        fetched = fetch()
         if cache is not None:
-            cache.put(kind, key, body)
-        return body, False
+            cache.put(kind, key, write(fetched))
+        return fetched, False
 
 
 # The version of the rules that make a PDF's kept text (its structure pass and converted pages):
@@ -8090,26 +8098,25 @@ class Catalogue:
         (``_one_fetch``).  Its papers' metadata is remembered for reading them (``remember``)."""
         name = listing_name(categories)
         with self._lock:
-            listing = self._listings.get(name)
-        if listing is None or not _current(listing):
-            body, _ = _kept_or_fetched(
+            listing = _current(self._listings.get(name))
+        if listing is None:
+            fetched, _ = _kept_or_fetched(
                 self.library.cache,
                 "listing",
                 name,
-                lambda: _record(
-                    fetch_listing(
-                        categories,
-                        deadline=deadline,
-                        settings=self.library.settings,
-                        limiter=self.library.limiter,
-                    )
+                lambda: fetch_listing(
+                    categories,
+                    deadline=deadline,
+                    settings=self.library.settings,
+                    limiter=self.library.limiter,
                 ),
+                read=lambda body: _current(_from_record(Listing, body)),
+                write=_record,
                 wait=self.library.settings.deadline,
-                usable=lambda body: _current(_from_record(Listing, body)),
             )
-            listing = _from_record(Listing, body)
             with self._lock:
-                _keep_newest(self._listings, [(name, listing)], _LISTINGS_KEPT)
+                _keep_newest(self._listings, [(name, fetched)], _LISTINGS_KEPT)
+            listing = fetched
         self.remember([item.paper for item in listing.items])
         return listing
 
@@ -8293,7 +8300,13 @@ class PaperDownloads:
                     )
 
             pdf, from_disk = _kept_or_fetched(
-                cache, "pdf", version, download, wait=self.library.settings.deadline
+                cache,
+                "pdf",
+                version,
+                download,
+                read=bytes,
+                write=bytes,
+                wait=self.library.settings.deadline,
             )
             disk_text = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
@@ -8350,28 +8363,28 @@ class PaperDownloads:
         ``_METADATA_WAIT`` seconds of the turn), and kept."""
         library = self.library
 
-        def ask() -> bytes:
+        def ask() -> Paper:
             with library.scheduler.request_turn(urgency, deadline, url=library.settings.api_url):
                 wait_until = library.limiter.clock() + _METADATA_WAIT
-                paper = fetch_metadata(
+                return fetch_metadata(
                     arxiv_id,
                     deadline=wait_until if deadline is None else deadline,
                     settings=library.settings,
                     limiter=library.limiter,
                     patience=0,
                 )
-            return _record(paper)
 
-        body, _ = _kept_or_fetched(
+        paper, _ = _kept_or_fetched(
             library.cache,
             "meta",
             arxiv_id,
             ask,
+            read=lambda body: _from_record(Paper, body),
+            write=_record,
             wait=library.settings.deadline,
             max_age=_CACHED_TTL,
-            usable=lambda body: _from_record(Paper, body) is not None,
         )
-        return _from_record(Paper, body)
+        return paper
 
     def fetch_scholarly(self, state: _PaperState, in_thread: bool = False) -> None:
         """Semantic Scholar's counts and venue of the paper (``s2_record``): from the disk at once,
@@ -8408,11 +8421,13 @@ class PaperDownloads:
         ``deadline``) and kept; None when it does not know the paper.  Raises ArxivError when it
         cannot answer now."""
         options = {"settings": self.library.settings, "limiter": self.library.limiter}
-        body, _ = _kept_or_fetched(
+        body, _ = _kept_or_fetched(  # kept as bytes: "null", S2 does not know it, is kept too
             self.library.cache,
             f"s2-{kind.__name__}",
             base,
-            lambda: _record(fetch(base, deadline=deadline, **options)),  # "null": unknown
+            lambda: _record(fetch(base, deadline=deadline, **options)),
+            read=bytes,
+            write=bytes,
             wait=self.library.settings.deadline,
             max_age=_CACHED_TTL,
         )
