@@ -403,9 +403,11 @@ def _duration(seconds: float) -> str:
 
 @dataclass(eq=False)
 class _RetryableError(Exception):
-    """One attempt failed in a way worth retrying (a 5xx other than 503, a network fault)."""
+    """One attempt failed in a way worth retrying (a 5xx other than 503, a network fault);
+    ``unreachable``: the host cannot be reached at all (``_NETWORK_REASONS``)."""
 
     reason: str
+    unreachable: bool = False
 
 
 @dataclass(eq=False)
@@ -442,12 +444,13 @@ def _service(url: str) -> str:
 
 @dataclass
 class _Turns:
-    """When requests may start again: per host (its interval), per service (its cool-down).  Each is
-    ``(until, length)``: a ``clock()`` time, and the wait's length in seconds (a cool-down's
-    doubles)."""
+    """When requests may start again: per host (its interval), per service (its cool-down), per
+    host found unreachable (``_UNREACHABLE_FOR``).  Each is ``(until, length)``: a ``clock()``
+    time, and the wait's length in seconds (a cool-down's doubles)."""
 
     starts: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     cooling: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    unreachable: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
 
 _EARLIER_REQUEST = "Timed out waiting for an earlier arXiv request to finish; try again."
@@ -576,6 +579,17 @@ class RateLimiter:
             until = max(turns.starts.get(host, (-math.inf, 0.0))[0], self.clock() + seconds)
             turns.starts[host] = (until, until - self.clock())
 
+    def unreachable_for(self, host: str) -> float:
+        """Seconds until ``host``, found unreachable, is tried again; 0 when it is not."""
+        with self._state() as turns:
+            return max(0.0, turns.unreachable.get(host, (-math.inf, 0.0))[0] - self.clock())
+
+    def mark_unreachable(self, host: str) -> None:
+        """``host`` could not be reached, twice: every caller is told so at once, for
+        ``_UNREACHABLE_FOR`` seconds."""
+        with self._state() as turns:
+            turns.unreachable[host] = (self.clock() + _UNREACHABLE_FOR, _UNREACHABLE_FOR)
+
     def cleared(self, service: str) -> None:
         """``service`` answered: its next throttle's cool-down starts small again."""
         with self._state() as turns:
@@ -648,7 +662,7 @@ def _rebased(turns: _Turns, origin: float, base: float) -> _Turns:
                 key: (base + min(length, until - origin), length)
                 for key, (until, length) in waits.items()
             }
-            for waits in (turns.starts, turns.cooling)
+            for waits in (turns.starts, turns.cooling, turns.unreachable)
         )
     )
 
@@ -762,24 +776,53 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-# Each kind of network fault, and how it is told: the first whose kind the cause is.
-_NETWORK_REASONS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
-    (socket.gaierror, "the host name could not be resolved (DNS failure)"),
-    ((TimeoutError, socket.timeout), "the request timed out"),
-    (ConnectionRefusedError, "the connection was refused"),
-    (ConnectionResetError, "the connection was reset"),
-    (http.client.IncompleteRead, "the download was cut short"),
+# Each kind of network fault, how it is told, and whether it says the host cannot be reached at
+# all (the network down, a firewall: tried again once, then remembered, ``http_get``): the first
+# whose kind the cause is.
+_NETWORK_REASONS: tuple[
+    tuple[type[BaseException] | tuple[type[BaseException], ...], str, bool], ...
+] = (
+    (socket.gaierror, "the host name could not be resolved (DNS failure)", True),
+    ((TimeoutError, socket.timeout), "the request timed out", False),
+    (ConnectionRefusedError, "the connection was refused", True),
+    (ConnectionResetError, "the connection was reset", False),
+    (http.client.IncompleteRead, "the download was cut short", False),
 )
+# Seconds before a host that could not be reached is tried again within a call (once), and for
+# which it is then remembered as unreachable, for every caller: the network's return is noticed by
+# the first call after it.
+_UNREACHABLE_RETRY, _UNREACHABLE_FOR = 1.0, 30.0
 
 
-def _network_reason(error: BaseException) -> str:
-    """A short description of a network fault that names no host, path or secret
-    (``_NETWORK_REASONS``)."""
+def _network_fault(error: BaseException) -> _RetryableError:
+    """A network fault as a retryable failure, its reason a short description that names no host,
+    path or secret (``_NETWORK_REASONS``)."""
     cause = error.reason if isinstance(error, urllib.error.URLError) else error
     if isinstance(cause, OSError) and "CERTIFICATE" in str(cause).upper():
-        return "the TLS certificate could not be verified"
-    told = (reason for kinds, reason in _NETWORK_REASONS if isinstance(cause, kinds))
-    return next(told, "a network error occurred")
+        return _RetryableError(reason="the TLS certificate could not be verified")
+    told = (
+        _RetryableError(reason=reason, unreachable=unreachable)
+        for kinds, reason, unreachable in _NETWORK_REASONS
+        if isinstance(cause, kinds)
+    )
+    return next(told, _RetryableError(reason="a network error occurred"))
+
+
+def _unreachable(who: str, reason: str, host: str, settings: "Settings") -> ArxivError:
+    """The error of a host that cannot be reached (``reason``; empty: found so moments ago): what
+    to check, and the settings that name the host."""
+    named = " or ".join(
+        f"ARXIV_{field.name.upper()}"
+        for field in dataclasses.fields(settings)
+        if field.name.endswith("_url")
+        and urllib.parse.urlsplit(getattr(settings, field.name)).hostname == host
+    )
+    return ArxivError(
+        f"{who} could not be reached: {reason or 'it was unreachable moments ago'}. Check this "
+        f"machine's network connection, its proxy (HTTPS_PROXY), and {named}; the host is tried "
+        f"again {_duration(_UNREACHABLE_FOR).replace('about', 'within')}.",
+        transient=True,
+    )
 
 
 def _read_capped(response: Any, max_bytes: int) -> bytes:
@@ -858,7 +901,7 @@ def _get_once(
             raise _ThrottleAnswer(retry_after=_retry_after(error.headers)) from None
         raise _StatusError(status=error.code, body=body) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-        raise _RetryableError(reason=_network_reason(error)) from None
+        raise _network_fault(error) from None
 
 
 def http_get(
@@ -884,7 +927,10 @@ def http_get(
     host, service = parts.hostname or "", _service(url)
     if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
         raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
+    if limiter.unreachable_for(host) > 0:
+        raise _unreachable(asking.who, "", host, settings)
     reason, throttled, patient_until = "no attempt was made", False, limiter.clock() + patience
+    unreachable = 0  # the attempts that found the host unreachable: the second is the last
     for attempt in range(settings.retries + 1):
         if deadline is not None and deadline <= limiter.clock():
             break
@@ -909,15 +955,19 @@ def http_get(
             throttled = True
         except _RetryableError as error:
             reason, throttled = error.reason, False
-            if attempt == settings.retries:
+            unreachable = unreachable + 1 if error.unreachable else 0
+            if attempt == settings.retries or unreachable == 2:
                 break
-            delay = _BACKOFF_BASE * 2**attempt
+            delay = _UNREACHABLE_RETRY if unreachable else _BACKOFF_BASE * 2**attempt
             if deadline is not None and limiter.clock() + delay >= deadline:
                 break
             log.info("retrying in %.1f s: %s", delay, reason)
             limiter.defer(host, delay)
     if throttled:
         raise Throttled(limiter.cooling(service), asking.who)
+    if unreachable:
+        limiter.mark_unreachable(host)
+        raise _unreachable(asking.who, reason, host, settings)
     raise ArxivError(
         f"{asking.who} could not be reached: {reason}. Try again in a minute.", transient=True
     )
@@ -1669,6 +1719,7 @@ _S2_OFF = (
     "https://api.semanticscholar.org/graph/v1, to have citations and venues."
 )
 _S2_UNREADABLE = "Semantic Scholar's answer could not be read."
+_S2_SLOW = f"{_S2} is slow to answer; it is asked in the background: call again shortly."
 _S2_COUNTS_WAIT = 1.5  # seconds a page of search results waits for its citation counts
 _S2_WAIT = 5.0  # seconds a BibTeX entry or the citing papers wait for Semantic Scholar
 _CITING_SENTENCES, _CITING_CHARS = 2, 300  # of each citing paper shown: sentences, and their size
@@ -7105,12 +7156,13 @@ _LISTINGS_KEPT = 8  # announcements of different categories kept in memory
 # Seconds the API may take to give a paper's metadata before the paper is read with its own: a
 # throttled answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
+_CLOSE_WAIT = 5.0  # seconds a library's close waits for its threads still waiting for the network
 _MAX_COLD_READS = (
     8  # papers downloading at once; past it a new one is told at once that the server is busy
 )
 # Seconds a converter process may take over one job (a structure pass, a page, an image) before
-# MuPDF is taken to hang on the PDF: the process is ended and that paper's text fails, so that other
-# papers go on.
+# MuPDF is taken to hang on the PDF: the process is ended, so that other papers go on, and the job
+# sent again in a fresh process; a hang there blames the PDF (``ConverterProcess``).
 _JOB_LIMIT = 300.0
 
 
@@ -7498,8 +7550,9 @@ class Converter:
         self.convert_page = convert_page  # one page of an open PDF in Markdown, with its regions
         self._docs: dict[Any, pymupdf.Document] = {}
 
-    def start(self) -> None:
-        """Nothing to start in this process."""
+    def start(self) -> bool:
+        """Nothing to start in this process: ready."""
+        return True
 
     def holds(self, key: Any) -> bool:
         """Whether the PDF of ``key`` is open."""
@@ -7540,6 +7593,8 @@ class Converter:
         for key in list(self._docs):
             self.close(key)
 
+    shut = stop
+
 
 def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool) -> None:
     """A converter process: each job the server sends, ``(name, key, arguments)``, answered with
@@ -7569,29 +7624,78 @@ def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool
             connection.send(answer)
 
 
+# How a converter process ended under a job, and what follows (``ConverterProcess._job``).
+class _Ending(enum.Enum):
+    STOPPED = "stopped"  # this server ended it (a stop, its close): the job ends, to be asked again
+    KILLED = "killed"  # SIGKILL from outside (the OOM killer, an operator): never the PDF's doing
+    CRASHED = "crashed"  # by itself (a signal, an exit): the PDF's doing only if it ran alone
+    HUNG = "hung"  # no answer within ``_JOB_LIMIT``: ended here
+    UNSTARTED = "unstarted"  # no process could be started (no memory, no file descriptors)
+
+
+# How much an ending in a fresh process, where the job ran alone, proves against its PDF: a PDF is
+# blamed at ``_PROOF`` (two crashes of its own; one hang, which has held the converter for minutes).
+_PROOF_OF = {_Ending.CRASHED: 1, _Ending.HUNG: 2}
+_PROOF = 2
+# Seconds between the attempts of a job whose process is killed from outside, or cannot start: a
+# machine short of memory gets time back; past the last, the job fails for now (transient).
+_RESTART_PAUSES = (1.0, 2.0, 4.0, 8.0, 16.0)
+_POISON = (
+    "This PDF stopped the converter (MuPDF failed on it, twice, alone): its text cannot be read."
+)
+_KEEPS_KILLED = (
+    "The converter keeps being killed (is the machine short of memory?): the text is not read "
+    "yet; call again in a minute."
+)
+
+
+@dataclass(eq=False)
+class _Generation:
+    """One converter process and its connection, as one value: its owner (``ConverterProcess``)
+    ends it, and ending it never ends a newer one.  Written with its owner's turn held; read by
+    any thread as it stands."""
+
+    process: Any
+    connection: Any
+    open: frozenset[Any] = frozenset()  # the keys whose PDF it holds open
+    jobs: int = 0  # jobs sent to it: none while fresh
+    ended_here: bool = False  # this server ends it (a stop, a hang), not a signal from outside
+
+
 class ConverterProcess:
     """A ``Converter`` in a child process, started by the first job (``multiprocessing``'s spawn,
     the same on every system): MuPDF, the layout model and their memory live there, and this
     process's interpreter stays free for answers while pages convert.  ``stop`` ends it (the
-    scheduler does when idle); the next job starts another. A job the process dies on, or does not
-    answer within ``_JOB_LIMIT``, fails alone (ArxivError) and the process is replaced: a PDF that
-    makes MuPDF abort costs its paper only.  Threads take turns, one job at a time: it owns the lock
-    ``_turn``, held for a job or a start."""
+    scheduler does when idle); the next job starts another.
+
+    A process that dies is never taken for its job's PDF at first: the job is sent again, whole, in
+    a new process (``_job``).  A process killed from outside (SIGKILL: the OOM killer) is retried
+    after growing pauses (``_RESTART_PAUSES``), then the job fails for now (transient); the PDF is
+    blamed (ArxivError, kept) only when processes it ran in alone, fresh, crash or hang by
+    themselves (``_PROOF``).  Threads take turns, one job at a time: a job's whole life (its send,
+    its answer, the end of its process) holds the lock ``_turn``, which also owns the generation."""
 
     def __init__(self, make: Callable[[], Converter] = Converter, layout: bool = True) -> None:
-        self.make = (
-            make  # what the process does the jobs with: importable by name (spawn pickles it so)
-        )
-        self.layout = (
-            layout  # whether it can convert pages (the structure passes' converter does without)
-        )
-        self.process: Any = None  # the running process, or None
-        self._connection: Any = None
-        self._open: set[Any] = set()  # the keys whose PDF the process holds open
+        # what the process does the jobs with: importable by name (spawn pickles it so)
+        self.make = make
+        # whether it can convert pages (the structure passes' converter does without)
+        self.layout = layout
+        self.generation: _Generation | None = None  # the process started last, until it ends
         self._turn = threading.RLock()  # held for a job or a start: threads take turns
+        self._shut = threading.Event()  # set by ``shut``: no process starts, pauses end
+        self._spawn_failing = False  # a start failed: said once in the log until one succeeds
+
+    @property
+    def process(self) -> Any:
+        """The running generation's process, or None."""
+        return generation.process if (generation := self.generation) else None
 
     def holds(self, key: Any) -> bool:
-        return key in self._open
+        return (generation := self.generation) is not None and key in generation.open
+
+    @property
+    def running(self) -> bool:
+        return (generation := self.generation) is not None and generation.process.is_alive()
 
     def structure(self, key: Any, pdf: bytes) -> bytes:
         return self._job("structure", key, pdf)
@@ -7602,72 +7706,143 @@ class ConverterProcess:
     def page(
         self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None
     ) -> bytes:
-        with self._turn:
-            return self._job("page", key, self._pdf_for(key, pdf), page, hidden)
+        return self._job("page", key, pdf, page, hidden, keeps_open=True)
 
     def close(self, key: Any) -> None:
-        if key in self._open and self.running:
-            self._open.discard(key)
-            self._job("close", key)
-
-    @property
-    def running(self) -> bool:
-        return (process := self.process) is not None and process.is_alive()
-
-    def start(self) -> None:
-        """Start a process unless one runs (none yet, or the last one was killed)."""
+        """Close the PDF of ``key``, if the running process holds it (a process that died has
+        closed it)."""
         with self._turn:
-            if not self.running:
-                self.stop()
-                context = multiprocessing.get_context("spawn")
-                self._connection, child = context.Pipe()
-                process = context.Process(
-                    target=_converter_main,
-                    args=(child, self.make, self.layout),
-                    name="arxiv-converter",
-                    daemon=True,
-                )
-                process.start()
-                child.close()  # the process's end: its death ends the pipe
-                self.process = process  # once started: what ``stop`` ends
+            if (generation := self.generation) is not None and key in generation.open:
+                generation.open -= {key}
+                self._exchange(generation, ("close", key, ()))
 
-    def _pdf_for(self, key: Any, pdf: bytes | None) -> bytes | None:
-        """``pdf`` to send with a job, or None when the process holds it open (in a process started
-        if none runs)."""
-        self.start()
-        opened = key in self._open
-        self._open.add(key)
-        return None if opened else pdf
+    def start(self) -> bool:
+        """Start a process unless one runs; False when none can start now."""
+        with self._turn:
+            return self._running() is not None
 
-    def _job(self, name: str, key: Any, *arguments: Any) -> Any:
+    def _running(self) -> _Generation | None:
+        """The running generation, started if none runs (with the turn held); None when the
+        converter is shut or a process cannot start (said once in the log)."""
+        if (generation := self.generation) is not None:
+            if generation.process.is_alive():
+                return generation
+            self._end(generation)
+        if self._shut.is_set():
+            return None
+        context, child = multiprocessing.get_context("spawn"), None
         try:
-            with self._turn:
-                self.start()
-                self._connection.send((name, key, arguments))
-                if not self._connection.poll(_JOB_LIMIT):
-                    raise TimeoutError
-                record, failure = self._connection.recv()
-        except (EOFError, OSError):  # TimeoutError is one
-            log.warning("the converter stopped on a PDF; a new one starts with the next job")
-            self.stop()
-            raise ArxivError(
-                "This PDF stopped the converter (MuPDF failed on it): its text cannot be read."
-            ) from None
-        if failure is not None:
-            raise ArxivError(failure[0], transient=failure[1])
-        return record
+            connection, child = context.Pipe()
+            process = context.Process(
+                target=_converter_main,
+                args=(child, self.make, self.layout),
+                name="arxiv-converter",
+                daemon=True,
+            )
+            process.start()
+        except OSError as error:
+            if not self._spawn_failing:
+                log.warning("a converter process cannot start (%s); trying again", error.strerror)
+            self._spawn_failing = True
+            return None
+        finally:
+            if child is not None:
+                child.close()  # the process's end: its death ends the pipe
+        if self._spawn_failing:
+            log.warning("a converter process started again")
+        self._spawn_failing = False
+        self.generation = _Generation(process, connection)
+        return self.generation
 
-    def stop(self) -> None:
-        """End the process (idle, or dead, or hung on a job: at once, whoever waits for it); its
-        open PDFs go with it.  Any thread may call it without the turn, two at once too: each ends
-        the process and the pipe it found, and forgets it unless another has started since."""
-        process, connection = self.process, self._connection
-        if process is not None:
-            connection.close()
-            process.kill()
-            process.join()
-        if self.process is process:
-            self.process, self._open = None, set()
+    def _job(
+        self, name: str, key: Any, pdf: bytes | None, *rest: Any, keeps_open: bool = False
+    ) -> Any:
+        """Run one job in the process, its whole life under the turn: sent again, whole, in a new
+        process while its process dies for a cause that proves nothing against ``pdf`` (sent only
+        when the process does not hold it open).  Raises ArxivError: the converter's own answer,
+        the PDF blamed on proof, or a transient failure (stopped, killed again and again)."""
+        with self._turn:
+            proof, pauses = 0, iter(_RESTART_PAUSES)
+            while True:
+                if (generation := self._running()) is None:
+                    ending, fresh = (
+                        (_Ending.STOPPED if self._shut.is_set() else _Ending.UNSTARTED),
+                        False,
+                    )
+                else:
+                    fresh, opened = generation.jobs == 0, key in generation.open
+                    if keeps_open:
+                        generation.open |= {key}
+                    job = (name, key, (None if opened and keeps_open else pdf, *rest))
+                    if not isinstance(answer := self._exchange(generation, job), _Ending):
+                        record, failure = answer
+                        if failure is not None:
+                            raise ArxivError(failure[0], transient=failure[1])
+                        return record
+                    ending = answer
+                match ending:
+                    case _Ending.STOPPED:
+                        raise ArxivError(
+                            "The converter was stopped; call again to read the text.",
+                            transient=True,
+                        )
+                    case _Ending.CRASHED | _Ending.HUNG:
+                        proof += _PROOF_OF[ending] * fresh
+                        log.warning("the converter %s on a %s job; sent again", ending.value, name)
+                        if proof >= _PROOF:
+                            raise ArxivError(_POISON)
+                    case _Ending.KILLED | _Ending.UNSTARTED:
+                        if (pause := next(pauses, None)) is None:
+                            raise ArxivError(_KEEPS_KILLED, transient=True)
+                        log.warning("the converter was %s; again in %g s", ending.value, pause)
+                        self._shut.wait(pause)
+                    case unknown:
+                        assert_never(unknown)
+
+    def _exchange(self, generation: _Generation, job: tuple[str, Any, tuple[Any, ...]]) -> Any:
+        """Send ``job`` and return the process's answer, or how the process ended (with the turn
+        held)."""
+        name, key, arguments = job
+        try:
+            generation.connection.send((name, key, arguments))
+            generation.jobs += 1
+            if generation.connection.poll(_JOB_LIMIT):
+                return generation.connection.recv()
+            generation.ended_here = hung = True
+        except (EOFError, OSError):
+            hung = False
+        ending = self._end(generation)
+        return _Ending.HUNG if hung else ending
+
+    def _end(self, generation: _Generation) -> _Ending:
+        """End ``generation`` (with the turn held) and forget it unless a newer one runs; how it
+        ended: here, by SIGKILL from outside, or by itself."""
+        here = generation.ended_here
+        generation.ended_here = True
+        generation.process.kill()
+        generation.process.join()
+        generation.connection.close()
+        if self.generation is generation:
+            self.generation = None
+        if here:
+            return _Ending.STOPPED
+        killed = generation.process.exitcode == -getattr(signal, "SIGKILL", 9)
+        return _Ending.KILLED if killed else _Ending.CRASHED
+
+    def stop(self, generation: _Generation | None = None) -> None:
+        """End ``generation`` (by default the running one: idle, or hung on a job, at once, whoever
+        waits for it); its open PDFs go with it.  Any thread may call it: a job in flight sees its
+        process end and stops; an older generation's end never ends a newer one."""
+        if (generation := generation or self.generation) is not None:
+            generation.ended_here = True
+            generation.process.kill()  # a job in flight ends now, and gives back the turn
+            with self._turn:
+                self._end(generation)
+
+    def shut(self) -> None:
+        """Stop for good: no process starts again, a pause between attempts ends."""
+        self._shut.set()
+        self.stop()
 
 
 # A library's converters: of the pages, and of the structure passes (None: the pages' converter).
@@ -7675,6 +7850,15 @@ Converters = tuple[Converter | ConverterProcess, ConverterProcess | None]
 # The scheduler's two lanes, by their threads' names: structure passes (in the server, a converter
 # process of their own, so that an overview never waits for a page), and pages and the rest.
 _STRUCTURES, _PAGES = "arxiv-structures", "arxiv-pages"
+
+
+class _Lane(enum.Enum):
+    """What a lane does when it has no job (``Scheduler._next_or_idle``)."""
+
+    PRESTART = "prestart"  # a PDF downloads for its converter, which is not running: start it
+    END = "end"  # idle for ``converter_idle`` seconds, or closed: its thread ends
+
+
 # What a PDF job hands back to the paper's library: a structure pass, a converted page, nothing (a
 # PDF closed), or the error that costs the paper its text.
 JobOutcome = Structure | tuple[int, PageMarkdown] | Exception | None
@@ -7726,7 +7910,8 @@ class Scheduler:
         ] = []  # requests waiting: (urgency, order, host)
         self._requesting: set[str] = set()  # the hosts a request is being sent to
         self._order = itertools.count()
-        self._lanes: set[str] = set()  # the lanes whose thread runs
+        self._lanes: dict[str, threading.Thread] = {}  # the lanes whose thread runs
+        self._closed = threading.Event()  # set by ``close``: the lanes end
         self._rendering = 0  # images being rendered in the structure passes' converter
         # each paper's page plan, with the revision of its state it was made at (``_plan``)
         self._plans: dict[_PaperState, tuple[int, set[int]]] = {}
@@ -7740,9 +7925,11 @@ class Scheduler:
     def _wake(self) -> None:
         """Start the lanes' threads that are not running, and tell them of new work."""
         lanes = {_PAGES, _STRUCTURES} if self.structure_converter is not None else {_PAGES}
-        for lane in lanes - self._lanes:
-            self._lanes.add(lane)
-            threading.Thread(target=self._run, args=(lane,), name=lane, daemon=True).start()
+        for lane in set() if self._closed.is_set() else lanes - self._lanes.keys():
+            thread = self._lanes[lane] = threading.Thread(
+                target=self._run, args=(lane,), name=lane, daemon=True
+            )
+            thread.start()
         self.changed.notify_all()
 
     def render(self, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
@@ -7863,31 +8050,59 @@ class Scheduler:
         )
 
     def _run(self, lane: str) -> None:
-        """``lane``'s thread."""
+        """``lane``'s thread: its jobs, the most urgent first, each one's outcome told (``done``);
+        while a PDF downloads, its converter started, and tried again after a pause when it
+        cannot start; idle for ``converter_idle`` seconds, or closed, the thread ends."""
+        converter = self._converter_of(lane)
         while True:
-            converter = self._converter_of(lane)
             with self.changed:
-                while (job := self._next_job(lane)) is None:
-                    if self._pdf_coming() and not converter.running:
-                        break
-                    if (
-                        not self.changed.wait(self.settings().converter_idle)
-                        and self._next_job(lane) is None
-                        and not self._pdf_coming()
-                        and not (lane == _STRUCTURES and self._rendering)
-                    ):
-                        converter.stop()  # its memory goes back: the next job starts it again
-                        self._lanes.discard(lane)
-                        return
-            if job is None:
-                converter.start()  # while a PDF downloads: the converter is ready when it arrives
+                job = self._next_or_idle(lane, converter)
+            if job is _Lane.END:
+                return
+            if job is _Lane.PRESTART:  # while a PDF downloads: ready when it arrives
+                if not converter.start():
+                    self._closed.wait(_RESTART_PAUSES[0])
                 continue
             state, action = job
             try:
                 outcome = action()
-            except Exception as error:  # never tried again: it costs its paper's text
+            except Exception as error:  # the paper's, kept unless it may pass (``done``)
                 outcome = error
             self.done(state, outcome)
+
+    def _next_or_idle(
+        self, lane: str, converter: "Converter | ConverterProcess"
+    ) -> "tuple[_PaperState, Callable[[], JobOutcome]] | _Lane":
+        """``lane``'s next job, else what it does without one (``_Lane``): at its end, its converter
+        stopped (a process with no job: at once) and the lane forgotten.  With the lock held."""
+        while (job := self._next_job(lane)) is None:
+            if self._closed.is_set():
+                break
+            if self._pdf_coming() and not converter.running:
+                return _Lane.PRESTART
+            if (
+                not self.changed.wait(self.settings().converter_idle)
+                and self._next_job(lane) is None
+                and not self._pdf_coming()
+                and not (converter is self._converter_of(_STRUCTURES) and self._rendering)
+            ):
+                break
+        if job is None:
+            converter.stop()  # its memory goes back: the next job starts it again
+            del self._lanes[lane]
+            return _Lane.END
+        return job
+
+    def close(self) -> None:
+        """End the lanes and their converters for good; each lane's thread is joined."""
+        self._closed.set()
+        with self.changed:
+            self.changed.notify_all()
+            lanes = list(self._lanes.values())
+        for converter in {self.converter, self.structure_converter or self.converter}:
+            converter.shut()
+        for thread in lanes:
+            thread.join()
 
     def _structure(
         self, key: tuple[str, str], pdf: bytes, disk_text: tuple[DiskCache, str] | None
@@ -8037,6 +8252,63 @@ def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], 
         kept.popitem(last=False)
 
 
+class Flights:
+    """The library's threads, and its fetches in flight, one per key: a second caller of a key waits
+    for the fetch in flight as a future, up to its own wait, never on a lock held across the
+    network.  It owns its lock, ``_lock``, held for its two collections alone; ``close`` joins the
+    threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flying: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
+        self._threads: set[threading.Thread] = set()
+
+    def start(self, name: str, target: Callable[..., object], *args: Any) -> None:
+        """Run ``target(*args)`` in a thread of the library's (``close`` joins it)."""
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            self._threads = {t for t in self._threads if t.is_alive()} | {thread}
+        thread.start()
+
+    def fetch(
+        self, key: tuple[str, str], fetch: Callable[[], _Kept]
+    ) -> "concurrent.futures.Future[_Kept]":
+        """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread."""
+        with self._lock:
+            future, new = self._flying.get(key), False
+            if future is None:
+                future = self._flying[key] = concurrent.futures.Future()
+                new = True
+        if new:
+            self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+        return future
+
+    def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
+        try:
+            outcome = fetch()
+        except Exception as error:
+            with self._lock:
+                del self._flying[key]
+            future.set_exception(error)
+        else:
+            with self._lock:
+                del self._flying[key]
+            future.set_result(outcome)
+
+    def close(self, wait: float) -> None:
+        """Join the threads, ``wait`` seconds at most in all (a thread still waiting for the
+        network then ends with the process: they are daemons)."""
+        until = time.monotonic() + wait
+        while True:
+            with self._lock:
+                running = [thread for thread in self._threads if thread.is_alive()]
+            if not running or time.monotonic() >= until:
+                break
+            running[0].join(until - time.monotonic())
+        if running:
+            log.info("%d of the library's threads still wait for the network", len(running))
+
+
 class Catalogue:
     """What arXiv's search and announcements said, for reading their papers with no request: a
     search's entries stand for their papers' metadata (``remember``), and the latest announcements
@@ -8177,7 +8449,7 @@ class PaperDownloads:
         Scholar's counts, for the server's library, are read from the disk first, else asked
         beside."""
         if self.library.ask_s2:
-            self.fetch_scholarly(state)
+            self.ask_scholarly(state)
         steps = (  # each download, and when it is needed (asked with the lock held)
             (
                 self.fetch_metadata,
@@ -8386,28 +8658,27 @@ class PaperDownloads:
         )
         return paper
 
-    def fetch_scholarly(self, state: _PaperState, in_thread: bool = False) -> None:
-        """Semantic Scholar's counts and venue of the paper (``s2_record``): from the disk at once,
-        else asked in a thread of its own, beside the downloads and never waited on; a throttle or
-        a failure is kept nowhere, and the paper goes without."""
+    def ask_scholarly(self, state: _PaperState) -> None:
+        """Semantic Scholar's counts and venue of the paper, written into its state: from the disk
+        at once, else when the one fetch in flight for the paper (``PaperLibrary.s2``) answers,
+        never waited on; a throttle or a failure is kept nowhere, and the paper goes without."""
         base = _split_version(state.arxiv_id)[0]
-        if not in_thread and (kept := self.s2_kept(Scholarly, base)) is None:
-            threading.Thread(
-                target=self.fetch_scholarly, args=(state, True), name="arxiv-s2", daemon=True
-            ).start()
-            return
-        try:
-            found = (
-                self.s2_record(Scholarly, base, fetch_scholarly, None)
-                if in_thread
-                else _from_record(Scholarly, kept)
-            )
-        except Exception as error:
-            log.info("no Semantic Scholar context for %s: %s", base, error)
-            return
-        with self.library.scheduler.changed:
-            state.metadata.scholarly = found
-            self.library.scheduler.changed.notify_all()
+
+        def arrived(found: Scholarly | None) -> None:
+            with self.library.scheduler.changed:
+                state.metadata.scholarly = found
+                self.library.scheduler.changed.notify_all()
+
+        def answered(future: "concurrent.futures.Future[Scholarly | None]") -> None:
+            if (error := future.exception()) is not None:
+                log.info("no Semantic Scholar context for %s: %s", base, error)
+            else:
+                arrived(future.result())
+
+        if (kept := self.s2_kept(Scholarly, base)) is not None:
+            arrived(_from_record(Scholarly, kept))
+        else:
+            self.library.s2_flight(Scholarly, base, fetch_scholarly).add_done_callback(answered)
 
     def s2_kept(self, kind: type, base: str) -> bytes | None:
         """Semantic Scholar's ``kind`` record of the paper ``base`` as kept on disk (for a day), or
@@ -8415,17 +8686,16 @@ class PaperDownloads:
         cache = self.library.cache
         return cache.get(f"s2-{kind.__name__}", base, _CACHED_TTL) if cache is not None else None
 
-    def s2_record(self, kind: type, base: str, fetch: Callable[..., Any], deadline: Any) -> Any:
+    def s2_record(self, kind: type, base: str, fetch: Callable[..., Any]) -> Any:
         """What Semantic Scholar says of the paper ``base`` (an id without version), a ``kind``
-        record: kept on disk for a day ("unknown" too), else asked (``fetch``, within
-        ``deadline``) and kept; None when it does not know the paper.  Raises ArxivError when it
-        cannot answer now."""
+        record: kept on disk for a day ("unknown" too), else asked (``fetch``) and kept; None
+        when it does not know the paper.  Raises ArxivError when it cannot answer now."""
         options = {"settings": self.library.settings, "limiter": self.library.limiter}
         body, _ = _kept_or_fetched(  # kept as bytes: "null", S2 does not know it, is kept too
             self.library.cache,
             f"s2-{kind.__name__}",
             base,
-            lambda: _record(fetch(base, deadline=deadline, **options)),
+            lambda: _record(fetch(base, **options)),
             read=bytes,
             write=bytes,
             wait=self.library.settings.deadline,
@@ -8446,9 +8716,7 @@ class PaperDownloads:
         ):
             return
         state.metadata.refreshing = True
-        threading.Thread(
-            target=self.fetch_metadata, args=(state,), name="arxiv-metadata", daemon=True
-        ).start()
+        self.library.flights.start("arxiv-metadata", self.fetch_metadata, state)
 
     def cache_for(self, version: str) -> DiskCache | None:
         """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
@@ -8504,6 +8772,13 @@ class PaperLibrary:
         self.catalogue = Catalogue(self)
         self.find_corpus = FindCorpus()
         self.downloads = PaperDownloads(self)
+        self.flights = Flights()
+
+    def close(self) -> None:
+        """Stop the scheduler's lanes and converters, and join the library's threads (those still
+        waiting for the network ``_CLOSE_WAIT`` seconds at most)."""
+        self.scheduler.close()
+        self.flights.close(_CLOSE_WAIT)
 
     @classmethod
     def of_the_machine(cls, settings: Settings) -> "PaperLibrary":
@@ -8530,10 +8805,11 @@ class PaperLibrary:
             reading = _answer(state, FULL, self.settings.max_pages)
         return reading if isinstance(reading, Reading) else None
 
-    def scholarly(self, arxiv_id: str, deadline: float) -> Scholarly | None:
+    def scholarly(self, arxiv_id: str, wait: float) -> Scholarly | None:
         """Semantic Scholar's counts and venue of the paper, for the server's library (``ask_s2``):
-        known (in memory, or on disk for a day), else asked within ``deadline``; None for the plain
-        functions, or when it does not know the paper or cannot answer now."""
+        known (in memory, or on disk for a day), else waited for ``wait`` seconds at most
+        (``s2``); None for the plain functions, or when it does not know the paper.  Raises
+        ArxivError when it cannot answer now, or is slow (``_S2_SLOW``)."""
         base = _split_version(arxiv_id)[0]
         with self.scheduler.changed:
             known = [
@@ -8541,41 +8817,37 @@ class PaperLibrary:
                 for state in self._states.values()
                 if _split_version(state.arxiv_id)[0] == base
             ]
-        try:
-            return next(filter(None, known), None) or (
-                self.downloads.s2_record(Scholarly, base, fetch_scholarly, deadline)
-                if self.ask_s2
-                else None
-            )
-        except ArxivError:
-            return None
+        if (found := next(filter(None, known), None)) is not None or not self.ask_s2:
+            return found
+        return self.s2(Scholarly, base, fetch_scholarly, wait)
 
     def citing(self, arxiv_id: str) -> CitingPapers | None:
-        """The papers that cite ``arxiv_id`` (``fetch_citing``), kept a day; asked in a thread
-        that goes on past ``_S2_WAIT`` seconds, when this answers that Semantic Scholar is slow;
-        None while it does not know the paper.  Raises ArxivError naming it."""
+        """The papers that cite ``arxiv_id`` (``fetch_citing``), kept a day, waited for
+        ``_S2_WAIT`` seconds at most (``s2``); None while it does not know the paper.  Raises
+        ArxivError naming it."""
         if self.settings.s2_url == "off":
             raise ArxivError(_S2_OFF)
-        outcome: list[Any] = []
+        return self.s2(CitingPapers, _split_version(arxiv_id)[0], fetch_citing, _S2_WAIT)
 
-        def ask() -> None:
-            try:
-                base = _split_version(arxiv_id)[0]
-                outcome.append(self.downloads.s2_record(CitingPapers, base, fetch_citing, None))
-            except Exception as error:
-                outcome.append(_as_arxiv_error(error, f"{_S2}'s list failed (an internal error)."))
+    def s2(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
+        """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_flight``), waited for
+        ``wait`` seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming
+        it, ``_S2_SLOW`` past the wait."""
+        try:
+            return self.s2_flight(kind, base, fetch).result(timeout=wait)
+        except TimeoutError:
+            raise ArxivError(_S2_SLOW, transient=True) from None
+        except Exception as error:
+            raise _as_arxiv_error(error, f"{_S2}'s answer failed (an internal error).") from None
 
-        asking = threading.Thread(target=ask, name="arxiv-s2", daemon=True)
-        asking.start()
-        asking.join(_S2_WAIT)
-        if not outcome:
-            raise ArxivError(
-                f"{_S2} is slow to answer; its list is being fetched: call again shortly.",
-                transient=True,
-            )
-        if isinstance(outcome[0], ArxivError):
-            raise outcome[0]
-        return outcome[0]
+    def s2_flight(
+        self, kind: type, base: str, fetch: Callable[..., Any]
+    ) -> "concurrent.futures.Future[Any]":
+        """The one fetch in flight of Semantic Scholar's ``kind`` record of the paper ``base``
+        (``PaperDownloads.s2_record``), as a future."""
+        return self.flights.fetch(
+            (f"s2-{kind.__name__}", base), lambda: self.downloads.s2_record(kind, base, fetch)
+        )
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
         """The API's metadata of the paper alone: the known one (in memory, else kept on disk for a
@@ -8698,9 +8970,7 @@ class PaperLibrary:
         another source, for its images (once)."""
         if not state.pdf.wanted and not state.loading:
             state.pdf.wanted = True
-            threading.Thread(
-                target=self.downloads.fetch_pdf, args=(state,), name="arxiv-pdf", daemon=True
-            ).start()
+            self.flights.start("arxiv-pdf", self.downloads.fetch_pdf, state)
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
         """A new paper's state, and its download thread."""
@@ -8717,7 +8987,7 @@ class PaperLibrary:
             metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
             callers=_Callers(listeners=[on_progress] if on_progress else []),
         ).guard(self.scheduler.changed)
-        threading.Thread(target=self._load, args=(state,), name="arxiv-load", daemon=True).start()
+        self.flights.start("arxiv-load", self._load, state)
         return state
 
     def _load(self, state: _PaperState) -> None:
@@ -8731,21 +9001,20 @@ class PaperLibrary:
                 or state.text_error is not None
                 and (state.text_error.transient or state.metadata.missing is not None)
             ):
-                # Not cached: the next call tries again.
-                state.forgotten = True
-                if self._states.get(state.key) is state:
-                    del self._states[state.key]
+                self._forget(state)  # the next call tries again
             self._evict()
             self.scheduler.changed.notify_all()
 
     def _job_done(self, state: _PaperState, outcome: JobOutcome) -> None:
         """Write what a PDF job made into the paper's state: its structure, a converted page (and
-        tell its listeners), or the failure that costs it its text."""
+        tell its listeners), or the failure that costs it its text (one that may pass, such as a
+        converter killed again and again, only for the callers waiting now)."""
         with self.scheduler.changed:
             if isinstance(outcome, Exception):
-                state.pdf.error = state.pdf.error or _as_arxiv_error(
-                    outcome, "The PDF could not be read (an internal error)."
-                )
+                failure = _as_arxiv_error(outcome, "The PDF could not be read (an internal error).")
+                state.pdf.error = state.pdf.error or failure
+                if failure.transient:  # the converter's trouble, not the PDF's: asked again
+                    self._forget(state)
             elif isinstance(outcome, Structure):
                 state.pdf.structure = outcome
             elif outcome is not None:
@@ -8771,12 +9040,17 @@ class PaperLibrary:
             len(self._states) > self.settings.cache_papers
             or sum(state.size for state in self._states.values()) > budget
         ):
-            state = idle.pop(0)
-            state.forgotten = True
+            self._forget(idle.pop(0))
+
+    def _forget(self, state: _PaperState) -> None:
+        """Drop the paper from memory (its PDF work stops): the next call reads it anew."""
+        state.forgotten = True
+        if self._states.get(state.key) is state:
             del self._states[state.key]
 
 
 LIBRARY = PaperLibrary()
+atexit.register(LIBRARY.close)  # never after a call: a host may call from several threads
 
 
 def _deadline(settings: Settings, limiter: RateLimiter) -> float:
@@ -9115,10 +9389,11 @@ def answer_bibtex(call: ReadCall) -> Answer:
         if not error.transient:
             raise
         paper = call.reading().paper
-    deadline = min(call.deadline, call.library.limiter.clock() + _S2_WAIT)
-    entry = (
-        f"```bibtex\n{format_bibtex(paper, call.library.scholarly(paper.arxiv_id, deadline))}\n```"
-    )
+    try:
+        scholarly, s2_note = call.library.scholarly(paper.arxiv_id, _S2_WAIT), ""
+    except ArxivError as error:  # arXiv's entry, and why it does not say where it appeared
+        scholarly, s2_note = None, f"\n\nWhere it appeared is left out: {error}"
+    entry = f"```bibtex\n{format_bibtex(paper, scholarly)}\n```{s2_note}"
     if not paper.provenance:
         return Answer(entry)
     if not paper.authors:
@@ -9132,21 +9407,24 @@ def answer_bibtex(call: ReadCall) -> Answer:
 
 
 def answer_citations(call: ReadCall) -> Answer:
-    """Who cites the paper, from Semantic Scholar (``PaperLibrary.citing``, ``format_citing``)."""
-    if (citing := call.library.citing(call.arxiv_id)) is None:
+    """Who cites the paper, from Semantic Scholar (``PaperLibrary.citing``, ``format_citing``),
+    with the paper's own count when it comes within the same wait."""
+    library, until = call.library, time.monotonic() + _S2_WAIT
+    counted = (  # the paper's own count, for the total: asked beside the list, within its wait
+        library.s2_flight(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
+        if library.ask_s2
+        else None
+    )
+    if (citing := library.citing(call.arxiv_id)) is None:
         return Answer(
             f"{ERROR} {_S2} does not know arXiv:{call.arxiv_id} yet (a new paper takes a few "
             "days); try again later."
         )
-    return Answer(  # with the paper's own count, for the total: known, or asked as BibTeX asks
-        format_citing(
-            call.arxiv_id,
-            citing,
-            call.request.words,
-            call.page,
-            call.library.scholarly(call.arxiv_id, call.library.limiter.clock() + _S2_WAIT),
-        )
-    )
+    try:
+        scholarly = counted.result(max(0.0, until - time.monotonic())) if counted else None
+    except Exception:  # slow or failing: the header goes without the total
+        scholarly = None
+    return Answer(format_citing(call.arxiv_id, citing, call.request.words, call.page, scholarly))
 
 
 # Each way of reading a paper, declared once: the words that ask for it, what it needs, its answer.
@@ -9525,20 +9803,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=level if level in logging.getLevelNamesMapping() else "WARNING",
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    server = build_server(args.host, args.port, PaperLibrary.of_the_machine(SETTINGS))
-    if not args.http:
-        signal.signal(signal.SIGINT, _interrupted)
-        server.run()
-        return
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning(
-            "serving on %s: anyone who can reach it can use this server; see docs/operations.md",
-            args.host,
-        )
-    if "host" in inspect.signature(server.run_streamable_http_async).parameters:
-        server.run("streamable-http", host=args.host, port=args.port)
-    else:
-        server.run("streamable-http")
+    library = PaperLibrary.of_the_machine(SETTINGS)
+    server = build_server(args.host, args.port, library)
+    try:
+        if not args.http:
+            signal.signal(signal.SIGINT, _interrupted)
+            server.run()
+            return
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning(
+                "serving on %s: anyone who can reach it can use this server; see "
+                "docs/operations.md",
+                args.host,
+            )
+        if "host" in inspect.signature(server.run_streamable_http_async).parameters:
+            server.run("streamable-http", host=args.host, port=args.port)
+        else:
+            server.run("streamable-http")
+    finally:
+        library.close()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ records every request."""
 import ast
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import datetime
 import email.message
@@ -14,6 +15,8 @@ import http.client
 import io
 import itertools
 import json
+import logging
+import multiprocessing
 import os
 import pickle
 import queue
@@ -965,9 +968,38 @@ def test_network_faults_retry_then_give_a_short_message(env, fault, reason):
     env.script["api/query"] = [fault] * 10
     with pytest.raises(am.ArxivError, match=reason) as error:
         am.fetch_metadata("1111.2011v2")
-    assert len(env.requests) == env.settings.retries + 1
+    unreachable = reason in ("refused", "DNS")  # tried again once, after a second
+    assert len(env.requests) == (2 if unreachable else env.settings.retries + 1)
     assert error.value.transient
     assert "export.arxiv.org" not in str(error.value)
+    assert ("Try again in a minute" in str(error.value)) != unreachable
+
+
+def test_a_host_that_cannot_be_reached_is_remembered_for_every_caller_then_tried_again(env):
+    """The network down: a DNS failure is tried again once, after a second, not with the back-off
+    meant for a busy server; then the host is remembered as unreachable for 30 s, and every call
+    meanwhile is told at once, with what to check; a later call tries again."""
+    env.script["export.arxiv.org"] = [
+        urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
+    ] * 2
+    started = env.clock()
+    with pytest.raises(am.ArxivError) as first:
+        am.fetch_metadata("1111.2011v2")
+    # a second later, or at the host's own pace (arXiv's 3 s)
+    assert len(env.requests) == 2 and env.clock() - started == pytest.approx(3.0)
+    message = str(first.value)
+    assert message.startswith("arXiv could not be reached: the host name could not be resolved")
+    assert "HTTPS_PROXY" in message and "ARXIV_API_URL or ARXIV_PDF_URL" in message
+    assert "Try again in a minute" not in message and first.value.transient
+    for asked in (lambda: am.fetch_metadata("1111.2011v2"), lambda: am.fetch_pdf("1111.2011v2")):
+        with pytest.raises(am.ArxivError, match="it was unreachable moments ago"):
+            asked()
+    assert len(env.requests) == 2, "answered from memory"
+    answer = call(paper="1111.2011v2")  # the tool too: arXiv's HTML is another host
+    assert answer.startswith("**Error:** arXiv could not be reached") and "HTTPS_PROXY" in answer
+    assert [urllib.parse.urlsplit(url).hostname for url in env.urls[2:]] == ["arxiv.org"]
+    env.clock.sleep(31)
+    assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum"), "tried again: back"
 
 
 def test_body_over_the_cap_is_refused_while_reading(env, monkeypatch):
@@ -5484,6 +5516,64 @@ def test_bibtex_asks_semantic_scholar_for_the_venue_in_the_servers_library_only(
     assert asked == ["1111.2011"], "asked once: kept on disk"
 
 
+def test_bibtex_while_semantic_scholar_hangs_is_arxivs_at_once_and_the_next_has_the_venue(
+    env, monkeypatch
+):
+    """S2 slow: the entry waits ``_S2_WAIT`` at most, as the citations do, on the first call and
+    the second alike; it is arXiv's @misc with one line that says so, and once S2 answers, the
+    next call has the venue.  One fetch in flight serves every caller."""
+    release, asked = threading.Event(), []
+    venue = dataclasses.replace(
+        am.Scholarly(citations=3, influential=0, venue="Physical Review B", year=2012),
+        kind="journal",
+    )
+
+    def hung(arxiv_id, **options):
+        asked.append(arxiv_id)
+        release.wait(30)
+        return venue
+
+    monkeypatch.setattr(am, "fetch_scholarly", hung)
+    monkeypatch.setattr(am, "_S2_WAIT", 0.3)
+    server = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
+    env.teardown.append(lambda: stop_pdf_work(server))
+    for _ in range(2):
+        started = time.monotonic()
+        answer = am.arxiv_tool(paper="1111.2011v2", section="bibtex", library=server)
+        assert time.monotonic() - started < 5, "never the whole deadline"
+        entry, note = answer.split("\n\n", 1)
+        assert bibtex_entries(entry)[0]["ENTRYTYPE"] == "misc"
+        assert note == f"Where it appeared is left out: {am._S2_SLOW}", answer
+    assert asked == ["1111.2011"], "one fetch in flight for both calls"
+    release.set()
+    wait_for(
+        lambda: (
+            "Physical Review B"
+            in am.arxiv_tool(paper="1111.2011v2", section="bibtex", library=server)
+        ),
+        what="the venue once S2 answers",
+    )
+
+
+def test_a_closed_library_leaves_no_thread_behind(html_env, monkeypatch):
+    """Its download threads, the Semantic Scholar flights, the lanes and the converters end with
+    ``close``."""
+    before = set(threading.enumerate())
+    library = am.PaperLibrary(
+        html_env.settings,
+        html_env.library.limiter,
+        converters=(am.ConverterProcess(QuickConverter, layout=False), None),
+        ask_s2=True,
+    )
+    monkeypatch.setattr(am, "fetch_scholarly", lambda arxiv_id, **options: None)
+    assert "V Discussion" in am.arxiv_tool(paper="1111.2011v2", section="V", library=library)
+    assert "## Sections" in am.arxiv_tool(paper="2203.00274v2", library=library)
+    assert set(threading.enumerate()) - before, "it works in threads of its own"
+    library.close()
+    assert set(threading.enumerate()) - before == set()
+    assert not library.scheduler.converter.running
+
+
 def bibtexparser_entry(text):
     [entry] = bibtex_entries(f"```bibtex\n{text}\n```")
     return entry
@@ -6760,15 +6850,6 @@ class QuickConverter(am.Converter):
         self.convert_page = quick_page
 
 
-class DyingConverter(QuickConverter):
-    """1111.2011v2's pages end the process, as a PDF that makes MuPDF abort would."""
-
-    def page(self, key, pdf, page, hidden):
-        if key[0] == "1111.2011v2":
-            os._exit(3)
-        return super().page(key, pdf, page, hidden)
-
-
 class BusyConverter(am.Converter):
     """The converter process's stand-in: each page holds its interpreter for a second or two, then
     is its text layer."""
@@ -6825,25 +6906,77 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
         process.stop()
 
 
-def test_a_converter_stopped_by_two_threads_at_once_ends_without_an_error():
-    """``stop`` is called from any thread, without the job's turn (a hung job's, the idle lane's, a
-    test's teardown): another thread's stop may end the process while this one ends it too."""
+def test_stopping_an_old_generation_leaves_the_new_one_running():
+    """A process and its connection are one generation: a stop that comes late (a hung job's, an
+    idle lane's) ends only the generation it was meant for."""
+    converter = am.ConverterProcess(QuickConverter, layout=False)
+    try:
+        assert converter.start()
+        old = converter.generation
+        converter.stop()
+        assert converter.start() and converter.generation is not old
+        converter.stop(old)  # late: that process has ended already
+        assert converter.running and converter.generation.process.is_alive()
+        key = ("1111.2011v2", "pdf")
+        converter.page(key, PDF_1111, 1, None)
+        assert converter.holds(key)
+    finally:
+        converter.shut()
+    assert not converter.running and not converter.start(), "shut for good"
+
+
+def test_two_threads_stopping_a_converter_at_once_end_it_without_an_error():
     converter = am.ConverterProcess(QuickConverter, layout=False)
     converter.start()
     child = converter.process
+    overlapping(4, lambda _: converter.stop())
+    assert converter.generation is None and not converter.running and not child.is_alive()
 
-    class EndedMeanwhile:  # another thread's stop runs whole while this one kills the process
-        def kill(self):
-            converter.process = child
-            converter.stop()
-            child.kill()
 
-        def join(self):
-            child.join()
+class KilledConverter(QuickConverter):
+    """Each page writes its process's id in the file ``CONVERTING`` names, then takes a moment:
+    long enough for a test to kill the process mid-job."""
 
-    converter.process = EndedMeanwhile()
-    converter.stop()
-    assert converter.process is None and not converter.running and not child.is_alive()
+    def page(self, key, pdf, page, hidden):
+        Path(os.environ["CONVERTING"]).write_text(str(os.getpid()))
+        time.sleep(0.3)
+        return super().page(key, pdf, page, hidden)
+
+
+class AbortingConverter(QuickConverter):
+    """1111.2011v2's pages abort the process, as a PDF that makes MuPDF crash would; each attempt
+    is a line in the file ``ATTEMPTS`` names."""
+
+    def page(self, key, pdf, page, hidden):
+        if key[0] == "1111.2011v2":
+            with open(os.environ["ATTEMPTS"], "a") as attempts:
+                attempts.write(f"page {page}\n")
+            os.abort()
+        return super().page(key, pdf, page, hidden)
+
+
+def test_a_failed_spawn_is_tried_again_and_said_once(monkeypatch, caplog):
+    converter = am.ConverterProcess(QuickConverter, layout=False)
+    real, failures = multiprocessing.get_context("spawn").Process.start, [1, 2]
+
+    def start(process):
+        if failures:
+            failures.pop()
+            raise OSError(24, "Too many open files")
+        real(process)
+
+    monkeypatch.setattr(am, "_RESTART_PAUSES", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(multiprocessing.get_context("spawn").Process, "start", start)
+    try:
+        with caplog.at_level(logging.WARNING, logger="arxiv_mcp"):
+            assert not converter.start() and not converter.start()
+            record = converter.structure(("1111.2011v2", "pdf"), PDF_1111)
+        assert am._from_record(am.Structure, record).page_count == 8
+        assert [r.getMessage() for r in caplog.records].count(
+            "a converter process cannot start (Too many open files); trying again"
+        ) == 1, caplog.text
+    finally:
+        converter.shut()
 
 
 def converter_process(library, make):
@@ -6852,24 +6985,100 @@ def converter_process(library, make):
     return library.scheduler.converter
 
 
-def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypatch):
-    process = converter_process(html_env.library, DyingConverter)
+def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypatch, tmp_path):
+    """Blamed on proof: its page crashed the process it shared with a structure pass, then two
+    fresh processes where it ran alone."""
+    monkeypatch.setenv("ATTEMPTS", str(tmp_path / "attempts"))
+    process = converter_process(html_env.library, AbortingConverter)
     html_env.teardown.append(process.stop)
     monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
     assert "## Sections" in call(paper="1111.2011v2")  # its structure pass went well
     first = process.process.pid
     answer = call(paper="1111.2011v2", section="V")
+    attempts = (tmp_path / "attempts").read_text().splitlines()
+    assert len(attempts) == 3 and len(set(attempts)) == 1, attempts  # one page, three processes
     assert answer.endswith(
         "## Full Text (PDF)\nThe full text is unavailable: This PDF stopped the converter "
-        "(MuPDF failed on it): its text cannot be read."
+        "(MuPDF failed on it, twice, alone): its text cannot be read."
     ), answer  # the metadata stays
-    assert process.process is None and process._open == set()
+    assert process.generation is None
     text = call(paper="2203.00274v2", section="full")  # the next paper: a new converter
     assert "Benchmark" in text and "unavailable" not in text
     assert process.process.pid != first
     assert call(paper="1111.2011v2", section="V") == answer, (
         "the paper that killed it is not tried again"
     )
+
+
+def test_a_converter_killed_mid_job_loses_no_paper(html_env, monkeypatch, tmp_path):
+    """SIGKILL from outside (as the OOM killer sends it) while two papers convert, twice: both read
+    whole afterwards, with the text a clean read gives, and nothing is blamed on their PDFs."""
+    converting = tmp_path / "converting"
+    monkeypatch.setenv("CONVERTING", str(converting))
+    monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05,) * 5)
+    process = converter_process(html_env.library, KilledConverter)
+    html_env.teardown.append(process.stop)
+    settings = am.Settings(source="pdf", deadline=600)
+    monkeypatch.setattr(html_env.library, "settings", settings)
+    papers, read = ("1111.2011v2", "2203.00274v2"), {}
+    readers = [
+        threading.Thread(target=lambda p=p: read.update({p: call(paper=p, section="full")}))
+        for p in papers
+    ]
+    for reader in readers:
+        reader.start()
+    killed = set()
+    for _ in range(2):
+        wait_for(
+            lambda: converting.exists() and converting.read_text().strip(), what="a page to begin"
+        )
+        pid = int(converting.read_text())
+        converting.unlink()
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+    for reader in readers:
+        reader.join(30)
+    assert process.process.pid not in killed
+    clean = am.PaperLibrary(settings, html_env.library.limiter, converters=(QuickConverter(), None))
+    monkeypatch.setattr(am, "LIBRARY", clean)
+    try:
+        for paper in papers:
+            assert "unavailable" not in read[paper] and "stopped the converter" not in read[paper]
+            assert read[paper] == call(paper=paper, section="full")
+    finally:
+        clean.close()
+
+
+def test_a_converter_killed_again_and_again_fails_the_read_for_now_only(
+    html_env, monkeypatch, tmp_path
+):
+    """Killed on each attempt: the answer says so, and it is not kept: the next call reads the paper
+    whole."""
+    converting = tmp_path / "converting"
+    monkeypatch.setenv("CONVERTING", str(converting))
+    monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05, 0.05))
+    process = converter_process(html_env.library, KilledConverter)
+    html_env.teardown.append(process.stop)
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
+    stop = threading.Event()
+
+    def kill_each_page():
+        while not stop.is_set():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(converting.read_text()), signal.SIGKILL)
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_each_page)
+    killer.start()
+    try:
+        answer = call(paper="1111.2011v2", section="full")
+    finally:
+        stop.set()
+        killer.join()
+    assert "The converter keeps being killed (is the machine short of memory?)" in answer, answer
+    assert paper_state(html_env.library, "1111.2011v2", "pdf") is None, "not kept"
+    again = call(paper="1111.2011v2", section="full")
+    assert "V Discussion" in again and "unavailable" not in again
 
 
 def test_a_foreground_answer_never_waits_on_the_converter_process(html_env):
@@ -7171,6 +7380,7 @@ def test_fault_matrix(env, fault, through):
         )
         assert len(problem) < 300
     env.script.clear()
+    env.clock.sleep(am._UNREACHABLE_FOR)  # a host found unreachable is tried again past it
     env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
     assert "## I Introduction" in call(paper="1111.2011", section="full"), "the next call works"
 
