@@ -6987,14 +6987,14 @@ def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Ite
     """Be the one process of those sharing ``cache``'s folder that fetches ``kind`` of ``key``:
     while another fetches it, wait for it to end (at most ``wait`` seconds; at once when it dies),
     so that the caller, who looks in the cache inside this, finds what it kept.  Nothing without a
-    cache.  Keys share 256 lock files: a rare wait for another download costs little, since a host
-    serves one request at a time anyway."""
+    cache.  Keys share 4,096 lock files: a wait for another key's fetch is rare, and it is the
+    fetch's, in a thread of its own (``Flights``), never a caller's past its deadline."""
     descriptor = None
     # where the folder holds no such lock, each process fetches what it needs
     with contextlib.suppress(OSError):
         if cache is not None:
             os.makedirs(os.path.join(cache.folder, _LOCKS), mode=0o700, exist_ok=True)
-            slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:2]
+            slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:3]
             descriptor = _lock_file(
                 os.path.join(cache.folder, _LOCKS, f"fetch-{slot}"),
                 time.monotonic() + wait,
@@ -7156,6 +7156,12 @@ _LISTINGS_KEPT = 8  # announcements of different categories kept in memory
 # Seconds the API may take to give a paper's metadata before the paper is read with its own: a
 # throttled answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
+# What a caller is told when the one fetch in flight it waits for (the metadata, a listing) is not
+# there by its deadline.
+_API_LATE = (
+    "arXiv did not answer within the deadline (ARXIV_DEADLINE); it is asked in the background: "
+    "call again shortly."
+)
 _CLOSE_WAIT = 5.0  # seconds a library's close waits for its threads still waiting for the network
 _MAX_COLD_READS = (
     8  # papers downloading at once; past it a new one is told at once that the server is busy
@@ -8353,13 +8359,17 @@ class Catalogue:
         ``_S2_COUNTS_WAIT`` seconds, for the server's library; none when it is later or fails."""
         if not self.library.ask_s2 or not papers:
             return {}
+        library, deadline = self.library, self.library.limiter.clock() + _S2_COUNTS_WAIT
         try:
-            return fetch_citation_counts(
-                [paper.arxiv_id for paper in papers],
-                deadline=self.library.limiter.clock() + _S2_COUNTS_WAIT,
-                settings=self.library.settings,
-                limiter=self.library.limiter,
-            )
+            with library.scheduler.request_turn(
+                lambda: URGENT_SMALL, deadline, url=library.settings.s2_url
+            ):
+                return fetch_citation_counts(
+                    [paper.arxiv_id for paper in papers],
+                    deadline=deadline,
+                    settings=library.settings,
+                    limiter=library.limiter,
+                )
         except ArxivError as error:
             log.info("search results without citation counts: %s", error)
             return {}
@@ -8367,25 +8377,35 @@ class Catalogue:
     def listing(self, categories: Sequence[str], deadline: float) -> Listing:
         """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
         until the next day's: one request a day for every server on the cache's folder
-        (``_one_fetch``).  Its papers' metadata is remembered for reading them (``remember``)."""
+        (``_one_fetch``), the one in flight in the process waited for until ``deadline``.  Its
+        papers' metadata is remembered for reading them (``remember``)."""
         name = listing_name(categories)
         with self._lock:
             listing = _current(self._listings.get(name))
         if listing is None:
-            fetched, _ = _kept_or_fetched(
-                self.library.cache,
-                "listing",
-                name,
-                lambda: fetch_listing(
-                    categories,
-                    deadline=deadline,
-                    settings=self.library.settings,
-                    limiter=self.library.limiter,
-                ),
-                read=lambda body: _current(_from_record(Listing, body)),
-                write=_record,
-                wait=self.library.settings.deadline,
+            library = self.library
+
+            def ask() -> Listing:
+                with library.scheduler.request_turn(
+                    lambda: URGENT_SMALL, url=library.settings.rss_url
+                ):
+                    return fetch_listing(
+                        categories, settings=library.settings, limiter=library.limiter
+                    )
+
+            flight = library.flights.fetch(
+                ("listing", name),
+                lambda: _kept_or_fetched(
+                    library.cache,
+                    "listing",
+                    name,
+                    ask,
+                    read=lambda body: _current(_from_record(Listing, body)),
+                    write=_record,
+                    wait=library.settings.deadline,
+                )[0],
             )
+            fetched = library.awaited(flight, deadline, _API_LATE)
             with self._lock:
                 _keep_newest(self._listings, [(name, fetched)], _LISTINGS_KEPT)
             listing = fetched
@@ -8631,32 +8651,35 @@ class PaperDownloads:
         self, arxiv_id: str, urgency: Callable[[], int], deadline: float | None = None
     ) -> Paper:
         """The API's metadata of ``arxiv_id``: kept on disk for a day, else asked in its turn
-        (``urgency``), with no patience for a throttle, by ``deadline`` (None: within
-        ``_METADATA_WAIT`` seconds of the turn), and kept."""
+        (``urgency``), with no patience for a throttle, within ``_METADATA_WAIT`` seconds of the
+        turn, and kept; the one fetch in flight in the process, waited for until ``deadline`` (a
+        limiter-clock time; None: its end)."""
         library = self.library
 
         def ask() -> Paper:
-            with library.scheduler.request_turn(urgency, deadline, url=library.settings.api_url):
-                wait_until = library.limiter.clock() + _METADATA_WAIT
+            with library.scheduler.request_turn(urgency, url=library.settings.api_url):
                 return fetch_metadata(
                     arxiv_id,
-                    deadline=wait_until if deadline is None else deadline,
+                    deadline=library.limiter.clock() + _METADATA_WAIT,
                     settings=library.settings,
                     limiter=library.limiter,
                     patience=0,
                 )
 
-        paper, _ = _kept_or_fetched(
-            library.cache,
-            "meta",
-            arxiv_id,
-            ask,
-            read=lambda body: _from_record(Paper, body),
-            write=_record,
-            wait=library.settings.deadline,
-            max_age=_CACHED_TTL,
+        flight = library.flights.fetch(
+            ("meta", arxiv_id),
+            lambda: _kept_or_fetched(
+                library.cache,
+                "meta",
+                arxiv_id,
+                ask,
+                read=lambda body: _from_record(Paper, body),
+                write=_record,
+                wait=library.settings.deadline,
+                max_age=_CACHED_TTL,
+            )[0],
         )
-        return paper
+        return library.awaited(flight, deadline, _API_LATE)
 
     def ask_scholarly(self, state: _PaperState) -> None:
         """Semantic Scholar's counts and venue of the paper, written into its state: from the disk
@@ -8688,14 +8711,20 @@ class PaperDownloads:
 
     def s2_record(self, kind: type, base: str, fetch: Callable[..., Any]) -> Any:
         """What Semantic Scholar says of the paper ``base`` (an id without version), a ``kind``
-        record: kept on disk for a day ("unknown" too), else asked (``fetch``) and kept; None
-        when it does not know the paper.  Raises ArxivError when it cannot answer now."""
-        options = {"settings": self.library.settings, "limiter": self.library.limiter}
+        record: kept on disk for a day ("unknown" too), else asked (``fetch``) in its turn and
+        kept; None when it does not know the paper.  Raises ArxivError when it cannot answer
+        now."""
+        library = self.library
+
+        def ask() -> bytes:
+            with library.scheduler.request_turn(lambda: URGENT_SMALL, url=library.settings.s2_url):
+                return _record(fetch(base, settings=library.settings, limiter=library.limiter))
+
         body, _ = _kept_or_fetched(  # kept as bytes: "null", S2 does not know it, is kept too
-            self.library.cache,
+            library.cache,
             f"s2-{kind.__name__}",
             base,
-            lambda: _record(fetch(base, **options)),
+            ask,
             read=bytes,
             write=bytes,
             wait=self.library.settings.deadline,
@@ -8833,12 +8862,20 @@ class PaperLibrary:
         """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_flight``), waited for
         ``wait`` seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming
         it, ``_S2_SLOW`` past the wait."""
+        flight = self.s2_flight(kind, base, fetch)
+        return self.awaited(flight, self.limiter.clock() + wait, _S2_SLOW)
+
+    def awaited(
+        self, flight: "concurrent.futures.Future[_Kept]", deadline: float | None, late: str
+    ) -> _Kept:
+        """What ``flight`` brings, waited for until ``deadline`` (a limiter-clock time; None: its
+        end).  Raises what it raises, or ArxivError ``late`` past the deadline: the fetch goes on
+        and is kept."""
+        wait = None if deadline is None else max(0.0, deadline - self.limiter.clock())
         try:
-            return self.s2_flight(kind, base, fetch).result(timeout=wait)
+            return flight.result(wait)
         except TimeoutError:
-            raise ArxivError(_S2_SLOW, transient=True) from None
-        except Exception as error:
-            raise _as_arxiv_error(error, f"{_S2}'s answer failed (an internal error).") from None
+            raise ArxivError(late, transient=True) from None
 
     def s2_flight(
         self, kind: type, base: str, fetch: Callable[..., Any]

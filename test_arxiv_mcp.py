@@ -1529,6 +1529,34 @@ def test_bibtex_while_the_api_throttles(html_env):
     assert refused.startswith(am.ERROR) and "authors" in refused and "limiting requests" in refused
 
 
+def test_metadata_in_flight_is_asked_once_and_each_caller_waits_to_its_own_deadline(
+    env, monkeypatch
+):
+    """Single flight: a second caller waits for the one request in flight as a future, up to its
+    own deadline, never on a lock held across the network; the request goes on and is kept."""
+    release, asked, real = threading.Event(), [], am.fetch_metadata
+
+    def slow(arxiv_id, **options):
+        asked.append(arxiv_id)
+        release.wait(10)
+        return real(arxiv_id, **options)
+
+    monkeypatch.setattr(am, "fetch_metadata", slow)
+    patient: list[am.Paper] = []
+    waiting = threading.Thread(
+        target=lambda: patient.append(env.library.metadata("1111.2011v2", env.clock() + 30))
+    )
+    waiting.start()
+    wait_for(lambda: asked, what="the request")
+    started = time.monotonic()
+    with pytest.raises(am.ArxivError, match="did not answer within the deadline") as late:
+        env.library.metadata("1111.2011v2", env.clock() + 0.2)
+    assert late.value.transient and time.monotonic() - started < 2
+    release.set()
+    waiting.join(10)
+    assert patient[0].title.startswith("Quantum") and asked == ["1111.2011v2"]
+
+
 def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(env, tmp_path):
     now = [1e9]
     env.library.cache = am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0])
