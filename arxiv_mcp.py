@@ -7873,9 +7873,10 @@ JobOutcome = Structure | tuple[int, PageMarkdown] | Exception | None
 class Scheduler:
     """Whose turn it is, by priority: for MuPDF and for arXiv.
 
-    One thread does a library's PDF work, one job at a time, and the next job
-    is chosen afresh after each one, so a paper asked for now never waits for
-    more than one page of another paper's conversion.  Jobs by priority:
+    Two lanes, each a thread with a converter of its own (or one lane with one converter), do a
+    library's PDF work, one job at a time each, and the next job is chosen afresh after each one,
+    so a paper asked for now never waits for more than one page of another paper's conversion.
+    Jobs by priority:
 
     0. ``JOB_STRUCTURE``: the structure pass of a downloaded paper (``read_structure``), or, with a
        ``structure_converter``, none: a second thread runs them there, so an overview never waits
@@ -7886,11 +7887,11 @@ class Scheduler:
        to download; older papers wait until they are asked again;
     3. ``JOB_CLOSE``: closing the PDF of a paper with no work left.
 
-    arXiv requests take turns too, one at a time, by urgency (``request_turn``):
-    a search or metadata that a caller waits for, then a PDF a caller waits
-    for, then the requests of callers who gave up; ``RateLimiter`` alone would
-    serve them in any order.  ``changed`` is the one condition: callers wait on
-    it for what the jobs make.
+    Requests take turns too, one at a time per host, by urgency (``request_turn``): every request
+    of the library (arXiv's API, PDFs, HTML, the day's listing, Semantic Scholar); a search or
+    metadata that a caller waits for, then a PDF a caller waits for, then the requests of callers
+    who gave up; ``RateLimiter`` alone would serve them in any order.  ``changed`` is the one
+    condition: callers wait on it for what the jobs make.
     """
 
     def __init__(

@@ -14,6 +14,7 @@
     uv run bench_arxiv_mcp.py --find       # `find` over the 50 papers read, warm, restarted
     uv run bench_arxiv_mcp.py --stalls     # answers beside background PDF work; memory
     uv run bench_arxiv_mcp.py --listing    # a day's announcement of 2,000 papers
+    uv run bench_arxiv_mcp.py --faults     # five full reads while converters are killed
 
 Serves the PDFs of PDF_DIR (default ../shared/corpus/pdf) and an Atom entry for
 each from a loopback HTTP server that stands in for arXiv, drives the real
@@ -1535,6 +1536,77 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     )
 
 
+def report_faults(pdfs: dict[str, bytes], runs: int) -> None:
+    """Issue 56: the five smallest papers read whole (``section="full"``, the PDF, the server's two
+    converter processes and a disk cache) at once, with no kill, then while every converter process
+    is killed (SIGKILL, as the OOM killer sends it) every 2.5 s for 15 s; a read that says the
+    converter keeps being killed is asked again.  Reported: whether each read whole with the text
+    of the clean read, and the time until all had, against the clean read's."""
+    stand_in = serve(corpus_answer(pdfs))
+    settings = dataclasses.replace(stand_in_settings(stand_in), source="pdf")
+    papers = sorted(pdfs, key=lambda i: len(pdfs[i]))[:5]
+
+    def kill_converters(until: float) -> int:
+        killed = 0
+        while time.monotonic() < until:
+            time.sleep(2.5)
+            for child in am.multiprocessing.active_children():
+                if child.name == "arxiv-converter":
+                    child.kill()
+                    killed += 1
+        return killed
+
+    def read_all(killing: float) -> tuple[float, dict[str, str], int, int]:
+        """Seconds until every paper read whole, the texts, the kills, the answers asked again."""
+        with tempfile.TemporaryDirectory() as folder:
+            library = am.PaperLibrary(
+                settings,
+                am.RateLimiter(0.0),
+                am.DiskCache(folder, 10**9),
+                (am.ConverterProcess(), am.ConverterProcess(layout=False)),
+            )
+            kills: list[int] = []
+            killer = threading.Thread(
+                target=lambda: kills.append(kill_converters(time.monotonic() + killing))
+            )
+            texts, again, started = {}, 0, time.perf_counter()
+            killer.start()
+
+            def read(arxiv_id: str) -> None:
+                nonlocal again
+                while "keeps being killed" in (
+                    text := am.arxiv_tool(paper=arxiv_id, section="full", library=library)
+                ):
+                    again += 1
+                    time.sleep(1)
+                texts[arxiv_id] = text.split("## Full Text")[-1]
+
+            readers = [threading.Thread(target=read, args=(i,)) for i in papers]
+            for reader in readers:
+                reader.start()
+            for reader in readers:
+                reader.join()
+            took = time.perf_counter() - started
+            killer.join()
+            library.close()
+        return took, texts, kills[0], again
+
+    print(
+        f"| run | clean: all five whole ({', '.join(papers)}) | killed every 2.5 s for 15 s: all "
+        "whole | kills | asked again | each text as the clean read's |\n|---|---|---|---|---|---|"
+    )
+    for run in range(runs):
+        clean, clean_texts, _, _ = read_all(0)
+        faulted, texts, kills, again = read_all(15)
+        same = sum(texts[i] == clean_texts[i] for i in papers)
+        whole = sum("unavailable" not in texts[i] for i in papers)
+        print(
+            f"| {run + 1} | {clean:.1f} s | {faulted:.1f} s ({whole} of 5 whole) | {kills} | "
+            f"{again} | {same} of 5 |"
+        )
+    stand_in.shutdown()
+
+
 def search_feed(ids: list[str]) -> str:
     """A search's Atom feed that lists ``ids``, each with ATOM_ENTRY's minimal metadata."""
     feed = ATOM_ENTRY.replace("<opensearch:totalResults>1", f"<opensearch:totalResults>{len(ids)}")
@@ -1853,6 +1925,11 @@ def main() -> None:
         help="only answers beside background PDF work, after a restart, and memory (issue 34)",
     )
     parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="only five full reads while the converters are killed every 2.5 s (issue 56)",
+    )
+    parser.add_argument(
         "--server",
         default=str(HERE / "arxiv_mcp.py"),
         help="with --machine, --stalls or --pace: the server script to start (another checkout's, "
@@ -1888,6 +1965,7 @@ def main() -> None:
         "stalls": lambda: report_stalls(pdfs, args.runs, args.server),
         "pace": lambda: report_pace(pdfs, args.runs, args.server),
         "listing": lambda: report_listing(args.runs),
+        "faults": lambda: report_faults(pdfs, args.runs),
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()
