@@ -1116,15 +1116,22 @@ def report_hidden(pdfs: dict[str, bytes], runs: int) -> None:
 Routing = tuple[am.Paper, am.Overview, tuple[am.Caption, ...], tuple[am.Passage, ...]]
 
 
-def routing_overviews(pdfs: dict[str, bytes]) -> dict[str, Routing]:
-    """The first overview of every corpus PDF (from the structure pass; without an outline, from the
-    converted text of its first ``ARXIV_MAX_PAGES``, as the server reads it)
+def structure_of(data: bytes) -> am.Structure:
+    """The structure pass of the PDF ``data``."""
+    with am._opened(data) as doc:
+        return am.read_structure(doc)
+
+
+def routing_overviews(
+    pdfs: dict[str, bytes], structure_pass: Callable[[bytes], am.Structure] = structure_of
+) -> dict[str, Routing]:
+    """The first overview of every corpus PDF (from its structure pass, ``structure_pass``; without
+    an outline, from the converted text of its first ``ARXIV_MAX_PAGES``, as the server reads it)
     and every page of ../shared/html, with the paper's own title, authors (from HTML) and abstract,
     its captions and the passages ``find`` searches."""
     found = {}
     for arxiv_id, data in pdfs.items():
-        with am._opened(data) as doc:
-            structure = am.read_structure(doc)
+        structure = structure_pass(data)
         overview = structure.overview or am.overview_of(
             am.PaperText.from_pdf(  # as the server reads it: its first pages
                 am.pdf_to_markdown(data, max_pages=am.SETTINGS.max_pages)
