@@ -6163,14 +6163,19 @@ def _truncation_note(
     source: str,
     text: PaperText | None = None,
     cut_offset: int | None = None,
+    read_on: str | None = None,
 ) -> str:
+    """What was cut, where, and how to read on: with the tool's ``section`` (the tool's answers),
+    or by ``read_on``, a call of the caller's (a plain function's document)."""
     note = (
         f"[Truncated: showed {_thousands(shown)} of {_thousands(total)} characters "
         "(ARXIV_MAX_CHARS)."
     )
     if text is not None and cut_offset is not None:
         section = _section_at(text.sections, cut_offset)
-        if section is not None:
+        if section is not None and read_on is not None:
+            note += f' The cut fell in section "{section.label}"; the whole text is {read_on}.'
+        elif section is not None:
             later = [s for s in text.sections if s.start > section.start and s.level == 1]
             note += (
                 f' The cut fell in section "{section.label}"; '
@@ -6210,10 +6215,12 @@ def format_full(
     text_error: str | None,
     max_chars: int,
     hidden: Sequence[Hidden] = (),
+    read_on: str | None = None,
 ) -> str:
     """The whole document: metadata, abstract and ``## Full Text (PDF)`` (``(HTML)`` for a text from
-    arXiv's HTML), capped at ``max_chars`` with a note saying what was cut and how to read on; the
-    warning of its hidden text (``hidden_warning``, quoting none of it) on top."""
+    arXiv's HTML), capped at ``max_chars`` with a note saying what was cut and how to read on (the
+    tool's ``section``, or the call ``read_on`` names); the warning of its hidden text
+    (``hidden_warning``, quoting none of it) on top."""
     kind = _SOURCE_LINKS[text.source if text else _PDF_SOURCE][0]
     warning = hidden_warning(hidden, text.sections if text is not None else (), quoted=False)
     head = format_metadata(paper, warning=warning) + f"\n\n## Full Text ({kind})\n"
@@ -6226,7 +6233,7 @@ def format_full(
         document,
         max_chars,
         lambda shown: _truncation_note(
-            len(shown), len(document), source, text, cut_offset=len(shown) - len(head)
+            len(shown), len(document), source, text, len(shown) - len(head), read_on
         ),
     )
 
@@ -9129,7 +9136,8 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
     ``html``, the text comes from arXiv's HTML where it has it (``## Full Text
     (HTML)``, the math as LaTeX), else from the PDF; this read's choice, whatever
     ARXIV_SOURCE says.  While arXiv's API cannot answer, the metadata is the paper's own, with a
-    note (``own_paper``), as the tool's.
+    note (``own_paper``), as the tool's.  A document cut at the cap ends with a note that names the
+    plain functions that give the whole text.
     """
     arxiv_id = parse_arxiv_id(url) if isinstance(url, str) else None
     if arxiv_id is None:
@@ -9141,12 +9149,18 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
             request=FULL,
             source="auto" if html else "pdf",
         )
+        version = reading.paper.arxiv_id
         return format_full(
             reading.paper,
             reading.text,
             reading.text_error,
             LIBRARY.settings.max_chars,
             reading.hidden,
+            read_on=(
+                f'`html_to_markdown(fetch_html("{version}"))`'
+                if reading.text is not None and reading.text.source == _HTML_SOURCE
+                else f'`pdf_to_markdown(fetch_pdf("{version}")).markdown`'
+            ),
         )
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
