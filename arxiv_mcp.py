@@ -849,7 +849,7 @@ class _Asking:
 
 
 def _get_once(
-    url: str, *, accept: str, max_bytes: int, timeout: float, settings: Settings, asking: "_Asking"
+    url: str, accept: str, max_bytes: int, timeout: float, settings: Settings, asking: "_Asking"
 ) -> HttpResponse:
     """One request with no retry (a GET, or a POST of ``asking.data``); maps every failure to
     ArxivError, _ThrottleAnswer, _RetryableError or _StatusError."""
@@ -904,6 +904,18 @@ def _get_once(
         raise _network_fault(error) from None
 
 
+def _host_to_ask(url: str, settings: Settings, limiter: RateLimiter, who: str) -> str:
+    """The host of ``url``; ArxivError when it is none of the settings' hosts, or was found
+    unreachable moments ago."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
+        raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
+    if limiter.unreachable_for(host) > 0:
+        raise _unreachable(who, "", host, settings)
+    return host
+
+
 def http_get(
     url: str,
     *,
@@ -915,39 +927,26 @@ def http_get(
     patience: float = _COOL_DOWN_PATIENCE,
     asking: "_Asking | None" = None,
 ) -> HttpResponse:
-    """GET ``url`` politely and return its body; ``asking`` names the service (arXiv's by default)
-    and adds headers or a POST's data.  Only the configured hosts are asked, each in its turn in
-    ``limiter``.  A throttle (a 429, a 503, a "Rate exceeded." body) cools the service down for
-    every caller of ``limiter``; this call waits for cool-downs up to ``patience`` seconds in all,
-    else raises Throttled.  A 5xx, a timeout or a network fault is retried with backoff,
-    ``settings.retries`` times.  Nothing waits past ``deadline`` (a ``limiter.clock()`` time), no
-    body past ``max_bytes``.  Raises ArxivError, or ``_StatusError`` for a final HTTP status."""
+    """GET ``url`` politely (``asking``: who, headers, a POST's data), each host in its turn in
+    ``limiter`` (``_host_to_ask``).  A throttle (a 429, a 503, "Rate exceeded.") cools the service
+    down for every caller; this call waits for cool-downs ``patience`` seconds in all, else raises
+    Throttled.  A 5xx, a timeout or a network fault is retried with backoff ``settings.retries``
+    times; a host that cannot be reached, once.  Nothing waits past ``deadline`` (a
+    ``limiter.clock()`` time), no body past ``max_bytes``.  Raises ArxivError, _StatusError."""
     settings, limiter, asking = settings or SETTINGS, limiter or LIMITER, asking or _Asking()
-    parts = urllib.parse.urlsplit(url)
-    host, service = parts.hostname or "", _service(url)
-    if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
-        raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
-    if limiter.unreachable_for(host) > 0:
-        raise _unreachable(asking.who, "", host, settings)
+    host, service = _host_to_ask(url, settings, limiter, asking.who), _service(url)
     reason, throttled, patient_until = "no attempt was made", False, limiter.clock() + patience
-    unreachable = 0  # the attempts that found the host unreachable: the second is the last
+    unreachable = 0  # the attempts in a row that found the host unreachable: the second is the last
     for attempt in range(settings.retries + 1):
         if deadline is not None and deadline <= limiter.clock():
             break
         try:
             waits = patient_until - limiter.clock()  # for a cool-down, at most
             with limiter.slot(host, deadline, service=service, patience=waits, who=asking.who):
-                # what is left of the deadline once the turn has come (the slot never waits past it)
+                # what is left of the deadline at the turn (the slot never waits past it)
                 left = settings.timeout if deadline is None else deadline - limiter.clock()
                 timeout = max(min(settings.timeout, left), _MIN_TIMEOUT)
-                response = _get_once(
-                    url,
-                    accept=accept,
-                    max_bytes=max_bytes,
-                    timeout=timeout,
-                    settings=settings,
-                    asking=asking,
-                )
+                response = _get_once(url, accept, max_bytes, timeout, settings, asking)
             limiter.cleared(service)
             return response
         except _ThrottleAnswer as throttle:  # the next attempt's slot waits out the cool-down
@@ -9754,9 +9753,6 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
     """Register the one tool on ``server``: its schema (the eleven parameters, each described to the
     model) and its answer from ``library``, made off the event loop; ``context`` is the SDK's
     Context class, which marks the parameter the SDK fills in."""
-    import asyncio
-
-    import anyio
     from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
     from pydantic import Field
 
@@ -9793,16 +9789,7 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
             for name, value in locals().items()
             if name in ("paper", "section", "find", *SEARCH_PARAMETERS)
         }
-        loop = asyncio.get_running_loop()
-
-        def on_progress(done: float, total: float | None, message: str) -> None:
-            # Called from a worker thread; reported only when the client sent a progress token.
-            asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
-
-        # Downloads and conversions block: keep them off the event loop.
-        answer = await anyio.to_thread.run_sync(
-            lambda: arxiv_answer(ToolCall(**arguments), library=library, on_progress=on_progress)
-        )
+        answer = await _answered_off_the_loop(ToolCall(**arguments), library, ctx)
         # An error is still a short Markdown answer for the model; isError tells the client too.
         content = mcp_content(answer, TextContent, ImageContent)
         return CallToolResult.model_validate({"content": content, "isError": answer.is_error})
@@ -9814,6 +9801,23 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
         structured_output=False,
         annotations=ToolAnnotations.model_validate(_TOOL_ANNOTATIONS),
     )(arxiv)
+
+
+async def _answered_off_the_loop(call: ToolCall, library: PaperLibrary | None, ctx: Any) -> Answer:
+    """``arxiv_answer`` in a worker thread (downloads and conversions block: never on the event
+    loop), its progress reported to the SDK's ``ctx`` (when the client sent a progress token)."""
+    import asyncio
+
+    import anyio
+
+    loop = asyncio.get_running_loop()
+
+    def on_progress(done: float, total: float | None, message: str) -> None:  # from the thread
+        asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
+
+    return await anyio.to_thread.run_sync(
+        lambda: arxiv_answer(call, library=library, on_progress=on_progress)
+    )
 
 
 def _interrupted(signum: int, frame: Any) -> None:
