@@ -5262,6 +5262,11 @@ def fetch_html(
     return response.body.decode("utf-8", errors="replace")
 
 
+# A paper's text as a source parses it and the disk keeps it (``_TextSource.parsed_text``): its text
+# model, front matter, passages and hidden passages.
+ParsedText = HtmlPaper | Structure
+
+
 # ---------------------------------------------------------------------------
 # The read request: the tool's `section` and `find`, parsed once
 # ---------------------------------------------------------------------------
@@ -6452,7 +6457,7 @@ class Findable:
     sections: Sequence[Section] = ()
 
 
-def _findable(arxiv_id: str, title: str, text: "HtmlPaper | Structure") -> Findable:
+def _findable(arxiv_id: str, title: str, text: ParsedText) -> Findable:
     """A paper's text (arXiv's HTML, or its PDF's structure pass) as ``find`` searches it."""
     return Findable(arxiv_id, title or text.front.title, text.passages, text.sections)
 
@@ -7215,19 +7220,37 @@ def _converted_text(pdf: PdfText, title: str, complete: bool) -> PaperText:
 
 @dataclass(eq=False)
 class _TextSource(_Guarded):
-    """A source of a paper's text, one subclass each (``_HtmlState``, ``_PdfState``): what a paper's
-    text needs, asked of the source it is read from (``_PaperState.text``), never by asking which
-    one it is (docs/architecture.md: where to add a source).  It is read and written with its
-    paper's lock held (``_PaperState``)."""
+    """A source of a paper's text, one subclass each (``_HtmlState``, ``_PdfState``) and one entry
+    in ``_TEXT_SOURCES``: what a paper's text needs, asked of the source it is read from
+    (``_PaperState.text``), never by asking which one it is (docs/architecture.md: where to add a
+    source).  It is read and written with its paper's lock held (``_PaperState``)."""
 
+    # the part of its text that the disk keeps for ``find`` (``_KEPT_TEXTS``): its name, its record
+    kept: typing.ClassVar[tuple[str, type]]
+    needs_version: typing.ClassVar[bool] = False  # it is fetched by a versioned id only
     from_disk: bool = False  # its download came from the disk cache
     # why it cannot be had (the PDF's: its text, or for a paper read from HTML its images)
     error: ArxivError | None = None
 
     @abc.abstractmethod
-    def parsed_text(self) -> "HtmlPaper | Structure | None":
+    def parsed_text(self) -> ParsedText | None:
         """Its text as it is kept on disk, with the front matter, passages and hidden passages;
         None before it is read."""
+
+    @abc.abstractmethod
+    def download(self, downloads: "PaperDownloads", state: "_PaperState") -> None:
+        """Its download step (``PaperDownloads.load``), which writes what it brings into
+        ``state``."""
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """Bytes it holds in memory."""
+
+    @property
+    def early_overview(self) -> "Overview | None":
+        """The overview a read past its deadline is given (``_late``): none by default."""
+        return None
 
     @abc.abstractmethod
     def answer(
@@ -7260,9 +7283,24 @@ class _PdfState(_TextSource):
     # by converted page
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
 
+    kept = ("structure", Structure)
+
     @property
     def structured(self) -> bool:
         return self.structure is not _NO_STRUCTURE
+
+    def download(self, downloads: "PaperDownloads", state: "_PaperState") -> None:
+        downloads.download_pdf(state)
+
+    @property
+    def size(self) -> int:
+        """The PDF and the converted pages (twice: the texts made of them)."""
+        return len(self.data or b"") + 2 * sum(sys.getsizeof(page) for page in self.pages.values())
+
+    @property
+    def early_overview(self) -> Overview | None:
+        """The structure pass's estimate, before the pages are converted."""
+        return self.structure.overview
 
     def full_pages(self, max_pages: int) -> range:
         """The pages of its full text: the first ``max_pages``."""
@@ -7392,18 +7430,29 @@ class _HtmlState(_TextSource):
     and its overview, or (for the source "html") why it cannot be had.  Its figures, tables and
     equations are images of its PDF's pages."""
 
+    kept = ("html", HtmlPaper)
+    needs_version = True  # arXiv's HTML of the version read
     parsed: HtmlPaper | None = None
     overview: Overview | None = None
 
     def parsed_text(self) -> HtmlPaper | None:
         return self.parsed
 
+    def download(self, downloads: "PaperDownloads", state: "_PaperState") -> None:
+        downloads.download_html(state, self)
+
+    @property
+    def size(self) -> int:
+        """Its text (twice: its text and passages)."""
+        return 2 * sys.getsizeof(self.parsed.text.markdown if self.parsed else "")
+
     def answer(
         self, paper: Paper, request: ReadRequest, pdf: "_PdfState", needed: set[int], max_pages: int
     ) -> "Reading | None":
-        """Its text at once; for figures, tables and equations as images, once its PDF's pages that
-        hold them are converted (or with why they cannot be)."""
-        assert self.parsed is not None  # the paper's text only once parsed
+        """Its text once parsed; for figures, tables and equations as images, once its PDF's pages
+        that hold them are converted (or with why they cannot be)."""
+        if self.parsed is None:
+            return None
         reading = Reading(
             paper,
             self.parsed.text,
@@ -7441,38 +7490,60 @@ class _Callers(_Guarded):
                 listener(done, total, message)
 
 
+# The text sources, in order of preference, each one's part of a paper's state (``_TextSource``): a
+# new source is its ``SOURCES`` entry, its subclass and its line here (docs/architecture.md).
+_TEXT_SOURCES: dict[str, type[_TextSource]] = {"html": _HtmlState, "pdf": _PdfState}
+# What each ``ARXIV_SOURCE`` policy (``SOURCES``) reads a paper's text from, in order of preference.
+_POLICIES = {"auto": tuple(_TEXT_SOURCES), **{name: (name,) for name in _TEXT_SOURCES}}
+# The records of a paper's text kept on disk that ``find`` searches, by their part's name.
+_KEPT_TEXTS: dict[str, type] = dict(kind.kept for kind in _TEXT_SOURCES.values())
+
+
 @dataclass(eq=False)
 class _PaperState(_Guarded):
     """One paper from its first request on, shared by every caller, in parts by what they are: its
-    metadata, its text from the HTML, its PDF and the callers waiting on it.
+    metadata, one part per text source (``_TEXT_SOURCES``) and the callers waiting on it.
 
     The locking rule, once for the library: a paper's state, the library's papers and the
     scheduler's queues are read and written only with the scheduler's one condition, ``changed``,
-    held (its fields ``arxiv_id`` and ``source`` never change).  The public methods of
+    held (its fields ``arxiv_id`` and ``policy`` never change).  The public methods of
     ``PaperLibrary`` and ``Scheduler``, the download threads (``PaperDownloads``), the scheduler's
     lanes and ``_job_done`` take it; every other method that takes a paper's state is called with it
     held.  Nothing waits for arXiv or MuPDF, and no listener is called, while holding it.  A PDF
-    job reads what it needs when it is chosen (``Scheduler._job_for``).  ``guard`` hands the parts
-    the lock that ``CHECK_LOCKS`` checks."""
+    job reads what it needs when it is chosen (``Scheduler._job_for``).  ``guard`` hands every
+    part the lock that ``CHECK_LOCKS`` checks."""
 
     arxiv_id: str
-    source: str = "auto"  # where its text comes from (``SOURCES``)
+    policy: str = "auto"  # where its text may come from (``ARXIV_SOURCE``: ``_POLICIES``)
     metadata: _MetadataState = dataclasses.field(default_factory=_MetadataState)
-    html: _HtmlState = dataclasses.field(default_factory=_HtmlState)
-    pdf: _PdfState = dataclasses.field(default_factory=_PdfState)
+    texts: dict[str, _TextSource] = dataclasses.field(
+        default_factory=lambda: {name: kind() for name, kind in _TEXT_SOURCES.items()}
+    )
     callers: _Callers = dataclasses.field(default_factory=_Callers)
-    loading: bool = True  # its download thread (the HTML or the PDF, and the metadata) is running
+    loading: bool = True  # its download thread (its text, and the metadata) is running
     forgotten: bool = False  # evicted from the cache: its PDF work stops
     # its changes so far: what is made of its state (an answer, a page plan) holds until the next
     revision: int = 0
 
     def guard(self, lock: threading.Condition) -> "_PaperState":
-        """This state, its parts told the lock they are written under and the paper whose changes
-        they count (``_Guarded``)."""
-        for part in (self, self.metadata, self.html, self.pdf, self.callers):
-            object.__setattr__(part, "_lock", lock)
-            object.__setattr__(part, "_paper", self)
+        """This state, every part of it (each ``_Guarded`` field, and those of ``texts``) told the
+        lock it is written under and the paper whose changes it counts (``_Guarded``)."""
+        values = [getattr(self, field.name) for field in dataclasses.fields(self)]
+        for part in (self, *values, *self.texts.values()):
+            if isinstance(part, _Guarded):
+                object.__setattr__(part, "_lock", lock)
+                object.__setattr__(part, "_paper", self)
         return self
+
+    @property
+    def pdf(self) -> _PdfState:
+        """Its PDF: a text source, and the images' of every paper."""
+        return typing.cast(_PdfState, self.texts["pdf"])
+
+    @property
+    def sources(self) -> list[_TextSource]:
+        """The text sources its policy reads from, in order of preference."""
+        return [self.texts[name] for name in _POLICIES[self.policy]]
 
     @property
     def version(self) -> str:
@@ -7481,8 +7552,10 @@ class _PaperState(_Guarded):
 
     @property
     def text(self) -> _TextSource:
-        """The source its text is read from: arXiv's HTML once it is parsed, else the PDF."""
-        return self.html if self.html.parsed is not None else self.pdf
+        """The source its text is read from: the first of its sources that has its text, else the
+        last (the one still awaited, or whose failure is the paper's)."""
+        sources = self.sources
+        return next((source for source in sources if source.parsed_text()), sources[-1])
 
     @property
     def paper(self) -> Paper | None:
@@ -7495,9 +7568,8 @@ class _PaperState(_Guarded):
 
     @property
     def text_error(self) -> ArxivError | None:
-        """Why its text cannot be had: the HTML's failure (for the source "html"), or its source's
-        (an HTML parsed has none)."""
-        return self.html.error or self.text.error
+        """Why its text cannot be had: the failure of the source it is read from."""
+        return self.text.error
 
     @property
     def hidden(self) -> tuple[Hidden, ...]:
@@ -7517,17 +7589,12 @@ class _PaperState(_Guarded):
 
     @property
     def key(self) -> tuple[str, str]:
-        return self.arxiv_id, self.source
+        return self.arxiv_id, self.policy
 
     @property
     def size(self) -> int:
-        """Bytes it holds: the PDF and the converted pages (twice: the texts made of them), or an
-        HTML paper's text (twice: its text and passages)."""
-        return (
-            len(self.pdf.data or b"")
-            + 2 * sum(sys.getsizeof(page) for page in self.pdf.pages.values())
-            + 2 * sys.getsizeof(self.html.parsed.text.markdown if self.html.parsed else "")
-        )
+        """Bytes its text sources hold."""
+        return sum(source.size for source in self.texts.values())
 
 
 def _text_key(version: str, part: str) -> str:
@@ -8251,7 +8318,7 @@ def _late(state: _PaperState, deadline: float) -> Reading | ArxivError:
             "read the text."
         ),
         transient=True,
-        overview=state.pdf.structure.overview,
+        overview=state.text.early_overview,
         hidden=state.hidden,
     )
 
@@ -8420,13 +8487,6 @@ class Catalogue:
         return listing
 
 
-# The records of a paper's text kept on disk that ``find`` searches, by their part's name.
-_KEPT_TEXTS: dict[str, type[HtmlPaper] | type[Structure]] = {
-    "html": HtmlPaper,
-    "structure": Structure,
-}
-
-
 class FindCorpus:
     """The texts kept on disk that ``find`` searches with no request, read one at a time and kept
     in memory for the next search, ``_FIND_KEPT`` papers at most (the least recently searched go
@@ -8470,51 +8530,38 @@ class PaperDownloads:
         self.library = library
 
     def load(self, state: _PaperState) -> None:
-        """Fetch the paper's text (the HTML, else the PDF), then its metadata; a caller waiting goes
-        before background work.  An id without a version asks the metadata first, to read the HTML
-        of the latest (or, when the API cannot answer, the latest that arXiv serves).  Semantic
-        Scholar's counts, for the server's library, are read from the disk first, else asked
-        beside."""
+        """Fetch the paper's text, from each of its sources in turn until one has it, then its
+        metadata; a caller waiting goes before background work.  An id without a version, for a
+        source read by version (arXiv's HTML), asks the metadata first, to read the latest (or,
+        when the API cannot answer, the latest that arXiv serves).  Semantic Scholar's counts, for
+        the server's library, are read from the disk first, else asked beside.  Each step is asked
+        whether it is needed with the lock held."""
         if self.library.ask_s2:
             self.ask_scholarly(state)
-        steps = (  # each download, and when it is needed (asked with the lock held)
-            (
-                self.fetch_metadata,
-                lambda: (
-                    state.source != "pdf"
-                    and _split_version(state.arxiv_id)[1] is None
-                    and state.paper is None
-                ),
-            ),
-            (self.fetch_html, lambda: state.source != "pdf" and state.metadata.error is None),
-            (
-                self.fetch_pdf,
-                lambda: (
-                    state.html.parsed is None
-                    and state.source != "html"
-                    and state.metadata.error is None
-                ),
-            ),
-            (
-                self.fetch_metadata,
-                lambda: (
-                    state.paper is None
-                    and state.metadata.error is None
-                    and state.metadata.missing is None
-                ),
-            ),
-        )
-        for fetch, needed in steps:
-            with self.library.scheduler.changed:
-                wanted = needed()
-            if wanted:
-                fetch(state)
+        changed = self.library.scheduler.changed
+        with changed:
+            sources = state.sources
+            first = any(source.needs_version for source in sources)
+            first &= _split_version(state.arxiv_id)[1] is None and state.paper is None
+        if first:
+            self.ask_metadata(state)
+        for source in sources:
+            with changed:
+                needed = state.metadata.error is None and not state.text.parsed_text()
+            if needed:
+                source.download(self, state)
+        with changed:
+            metadata = state.metadata
+            needed = metadata.paper is None and metadata.error is None and metadata.missing is None
+        if needed and state.paper is None:
+            self.ask_metadata(state)
 
-    def fetch_html(self, state: _PaperState) -> None:
-        """Read the paper from arXiv's HTML of the version read (``parse_html``); with the source
-        "auto", anything but a LaTeXML article of that version leaves it to the PDF."""
+    def download_html(self, state: _PaperState, html_state: "_HtmlState") -> None:
+        """Read the paper from arXiv's HTML of the version read (``parse_html``) into
+        ``html_state``; anything but a LaTeXML article of that version is its failure, which
+        leaves the paper to the next source, if its policy has one."""
         with self.library.scheduler.changed:
-            version = state.version
+            version, fallback = state.version, state.sources[-1] is not html_state
         cache, text_key = self.cache_for(version), _text_key(version, "html")
         # another server may be fetching it
         with _one_fetch(cache, "html", version, self.library.settings.deadline):
@@ -8534,7 +8581,7 @@ class PaperDownloads:
                     raise ArxivError(f"arXiv has no HTML for {version}.")
                 if html is None:
                     page = (
-                        self.download_html(state, version)
+                        self.html_page(state, version, patience=0 if fallback else None)
                         if page_on_disk is None
                         else page_on_disk.decode("utf-8", errors="replace")
                     )
@@ -8547,27 +8594,22 @@ class PaperDownloads:
                 failure = _as_arxiv_error(
                     error, "arXiv's HTML of this paper could not be read (an internal error)."
                 )
-                log.info(
-                    "no HTML text for %s (%s)%s",
-                    version,
-                    failure,
-                    "; reading the PDF" * (state.source == "auto"),
-                )
+                log.info("no HTML text for %s (%s)%s", version, failure, "; next" * fallback)
                 if cache is not None and not remembered and not failure.transient:
                     # a 404, the "No HTML" page, another version: for a day
                     cache.put("nohtml", version, b"")
-                if state.source == "html":
-                    with self.library.scheduler.changed:
-                        state.html.error = failure
+                with self.library.scheduler.changed:
+                    html_state.error = failure
                 return
         overview = overview_of(html.text)
         with self.library.scheduler.changed:
-            state.html.parsed, state.html.overview, state.html.from_disk = html, overview, from_disk
+            html_state.parsed, html_state.overview = html, overview
+            html_state.from_disk = from_disk
             self.library.scheduler.changed.notify_all()
 
-    def download_html(self, state: _PaperState, version: str) -> str:
-        """arXiv's HTML page of ``version``, in its turn; with the source "auto", with no patience
-        for a throttle: the PDF is read instead."""
+    def html_page(self, state: _PaperState, version: str, patience: float | None) -> str:
+        """arXiv's HTML page of ``version``, in its turn, waiting for a throttle's cool-down
+        ``patience`` seconds (None: the plain functions' patience)."""
         state.callers.tell(self.library.scheduler.changed, "Downloading arXiv's HTML")
         with self.library.scheduler.request_turn(
             self.urgency(state, URGENT_PDF), url=self.library.settings.html_url
@@ -8576,10 +8618,10 @@ class PaperDownloads:
                 version,
                 settings=self.library.settings,
                 limiter=self.library.limiter,
-                patience=0 if state.source == "auto" else _COOL_DOWN_PATIENCE,
+                patience=_COOL_DOWN_PATIENCE if patience is None else patience,
             )
 
-    def fetch_pdf(self, state: _PaperState) -> None:
+    def download_pdf(self, state: _PaperState) -> None:
         """Download the paper's PDF and schedule its structure pass and pages."""
         changed = self.library.scheduler.changed
         state.callers.tell(changed, "Downloading the PDF")
@@ -8623,7 +8665,7 @@ class PaperDownloads:
                 )
                 changed.notify_all()  # the converter waits for no download now
 
-    def fetch_metadata(self, state: _PaperState) -> None:
+    def ask_metadata(self, state: _PaperState) -> None:
         """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is
         the paper's error; a failure that may pass leaves the paper to be read with metadata kept on
         disk past its time, marked, or with the paper's own (``_PaperState.paper``)."""
@@ -8752,7 +8794,7 @@ class PaperDownloads:
         ):
             return
         state.metadata.refreshing = True
-        self.library.flights.start("arxiv-metadata", self.fetch_metadata, state)
+        self.library.flights.start("arxiv-metadata", self.ask_metadata, state)
 
     def cache_for(self, version: str) -> DiskCache | None:
         """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
@@ -8832,10 +8874,11 @@ class PaperLibrary:
         converters = (ConverterProcess(), ConverterProcess(layout=False))
         return cls(settings, limiter, cache, converters, ask_s2=True)
 
-    def cached(self, arxiv_id: str, source: str | None = None) -> Reading | None:
-        """The paper with its full text, once it is read (and converted), else None."""
+    def read_whole(self, arxiv_id: str, policy: str | None = None) -> Reading | None:
+        """The paper with its full text, once it is in memory, read and converted, else None (it
+        asks nothing)."""
         with self.scheduler.changed:
-            state = self._states.get((arxiv_id, source or self.settings.source))
+            state = self._states.get((arxiv_id, policy or self.settings.source))
             if state is None or state.loading:
                 return None
             reading = _answer(state, FULL, self.settings.max_pages)
@@ -8940,13 +8983,13 @@ class PaperLibrary:
         deadline: float | None = None,
         on_progress: Progress | None = None,
         request: ReadRequest | None = None,
-        source: str | None = None,
+        policy: str | None = None,
     ) -> Reading:
         """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section list: the
         HTML's, the PDF outline's, or the full text's when the PDF has none), the full text (the
         HTML's, or the first ``max_pages`` pages converted), sections (the pages of those sections,
-        wherever they are) with figures, tables and equations, or passages.  ``source``
-        (``SOURCES``; default: the settings') says where the text comes from.
+        wherever they are) with figures, tables and equations, or passages.  ``policy``
+        (``SOURCES``; default: the settings' ``source``) says where the text may come from.
 
         ``on_progress`` hears the steps of the read (download, pages converted). When ``deadline``
         (a limiter-clock time) passes first, this returns what is known with a note, or raises
@@ -8967,7 +9010,7 @@ class PaperLibrary:
                 searched := self.catalogue.searched(arxiv_id)
             ):
                 arxiv_id = searched.arxiv_id
-            key = (arxiv_id, source or self.settings.source)
+            key = (arxiv_id, policy or self.settings.source)
             state = self._states.get(key)
             if state is None:
                 state = self._start(key, on_progress)
@@ -9014,7 +9057,7 @@ class PaperLibrary:
         another source, for its images (once)."""
         if not state.pdf.wanted and not state.loading:
             state.pdf.wanted = True
-            self.flights.start("arxiv-pdf", self.downloads.fetch_pdf, state)
+            self.flights.start("arxiv-pdf", self.downloads.download_pdf, state)
 
     def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
         """A new paper's state, and its download thread."""
@@ -9146,7 +9189,7 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
             arxiv_id,
             _deadline(LIBRARY.settings, LIBRARY.limiter),
             request=FULL,
-            source="auto" if html else "pdf",
+            policy="auto" if html else "pdf",
         )
         version = reading.paper.arxiv_id
         return format_full(

@@ -4962,7 +4962,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no
     # image.
     with html_env.library.scheduler.changed:
-        state.html.parsed.equations["99"] = "$$x=1$$ (99)"
+        state.texts["html"].parsed.equations["99"] = "$$x=1$$ (99)"
     missing = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 99"))
     assert missing.images == () and missing.text.endswith(
         "**Equation (99)**: $$x=1$$ (99) *[no image: the PDF's pages show no Equation (99)]*"
@@ -6032,7 +6032,7 @@ def listed_sizes(overview):
 def converted_overview(env, arxiv_id):
     """The overview once the background conversion has filled the cache."""
     call(paper=arxiv_id)  # starts the read, if nothing has yet
-    wait_for(lambda: env.library.cached(arxiv_id), what=f"{arxiv_id}'s conversion")
+    wait_for(lambda: env.library.read_whole(arxiv_id), what=f"{arxiv_id}'s conversion")
     return call(paper=arxiv_id)
 
 
@@ -6611,28 +6611,33 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
     assert am.CHECK_LOCKS, "the tests run with the lock rule's check"
     call(paper="2203.00274v2")  # read from its HTML
     state = paper_state(html_env.library, "2203.00274v2")
-    for part, field in ((state, "forgotten"), (state.html, "from_disk"), (state.callers, "wants")):
+    for part, field in (
+        (state, "forgotten"),
+        (state.texts["html"], "from_disk"),
+        (state.callers, "wants"),
+    ):
         with pytest.raises(am.LockRuleBroken, match=f"{type(part).__name__}.{field} was written"):
             setattr(part, field, getattr(part, field))
     with html_env.library.scheduler.changed:  # with the lock held, the same writes pass
-        for part, field in ((state, "forgotten"), (state.html, "from_disk")):
+        for part, field in ((state, "forgotten"), (state.texts["html"], "from_disk")):
             setattr(part, field, getattr(part, field))
     fresh = am._PaperState("2101.00001")  # a state no library holds yet: built freely
     fresh.loading = False
+    # every part is guarded, each text source's too, by the one table (``_TEXT_SOURCES``)
+    guarded = am._PaperState("2101.00002").guard(html_env.library.scheduler.changed)
+    assert set(guarded.texts) == set(am._TEXT_SOURCES) and set(am._POLICIES) == set(am.SOURCES)
+    for part in (guarded.metadata, guarded.callers, *guarded.texts.values()):
+        with pytest.raises(am.LockRuleBroken):
+            part.written = True
     assert call(paper="2203.00274v2").startswith("# "), "the paper reads as before"
 
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     scheduler = am.Scheduler(am.Settings, done=lambda state, outcome: None)
     scheduler.needed = lambda state: waited_for[state]  # the pages its callers wait for
-    states = [
-        am._PaperState(
-            f"2101.0000{n}",
-            pdf=am._PdfState(data=b"%PDF-", structure=am.Structure(5)),
-            loading=False,
-        )
-        for n in range(1, 4)
-    ]
+    states = [am._PaperState(f"2101.0000{n}", policy="pdf", loading=False) for n in range(1, 4)]
+    for state in states:
+        state.pdf.data, state.pdf.structure = b"%PDF-", am.Structure(5)
     waited_for = {state: set() for state in states}
     for state in states:
         scheduler.touch(state)
@@ -6798,7 +6803,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
     )
     release.set()
     wait_for(
-        lambda: env.library.cached("1111.2011v2"), what="the background read to fill the cache"
+        lambda: env.library.read_whole("1111.2011v2"), what="the background read to fill the cache"
     )
     assert "## I Introduction" in call(paper="1111.2011v2", section="full")
     assert len(env.requests) == 3  # arXiv's "No HTML", the PDF, the metadata
@@ -7519,7 +7524,7 @@ def test_cache_is_bounded_by_count(env):
     env.pdfs["1111.2011"] = PDF_1111
     library.read("1111.2011v2")
     library.read("1111.2011")
-    assert library.cached("1111.2011v2") is None and library.cached("1111.2011") is not None
+    assert library.read_whole("1111.2011v2") is None and library.read_whole("1111.2011") is not None
 
 
 def test_reads_of_different_papers_keep_the_per_host_spacing(env, monkeypatch):
