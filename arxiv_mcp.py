@@ -7509,7 +7509,8 @@ class _PaperState(_Guarded):
     held (its fields ``arxiv_id`` and ``policy`` never change).  The public methods of
     ``PaperLibrary`` and ``Scheduler``, the download threads (``PaperDownloads``), the scheduler's
     lanes and ``_job_done`` take it; every other method that takes a paper's state is called with it
-    held.  Nothing waits for arXiv or MuPDF, and no listener is called, while holding it.  A PDF
+    held.  Nothing waits for arXiv or MuPDF, and no listener is called, while holding it (a lane's
+    idle exit ends a converter process with no job in it, at once).  A PDF
     job reads what it needs when it is chosen (``Scheduler._job_for``).  ``guard`` hands every
     part the lock that ``CHECK_LOCKS`` checks."""
 
@@ -8355,38 +8356,32 @@ class Flights:
     ) -> "concurrent.futures.Future[_Kept]":
         """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread."""
         with self._lock:
-            future, new = self._flying.get(key), False
-            if future is None:
-                future = self._flying[key] = concurrent.futures.Future()
-                new = True
-        if new:
-            self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+            if (future := self._flying.get(key)) is not None:
+                return future
+            future = self._flying[key] = concurrent.futures.Future()
+        self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
         return future
 
     def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
+        """``fetch()`` into ``future`` (a caller meanwhile finds it done), then forgotten."""
         try:
-            outcome = fetch()
+            future.set_result(fetch())
         except Exception as error:
-            with self._lock:
-                del self._flying[key]
             future.set_exception(error)
-        else:
+        finally:
             with self._lock:
                 del self._flying[key]
-            future.set_result(outcome)
 
     def close(self, wait: float) -> None:
         """Join the threads, ``wait`` seconds at most in all (a thread still waiting for the
         network then ends with the process: they are daemons)."""
         until = time.monotonic() + wait
-        while True:
+        while time.monotonic() < until:
             with self._lock:
                 running = [thread for thread in self._threads if thread.is_alive()]
-            if not running or time.monotonic() >= until:
-                break
+            if not running:
+                return
             running[0].join(until - time.monotonic())
-        if running:
-            log.info("%d of the library's threads still wait for the network", len(running))
 
 
 class Catalogue:
