@@ -7146,7 +7146,9 @@ class Reading:
     scholarly: Scholarly | None = None  # Semantic Scholar's counts and venue, if it has answered
 
 
-Progress = Callable[[float, float | None, str], None]  # (done, total or None, message)
+# What hears the steps of a read (a paper's listeners, told by ``_Callers.tell``): done, total or
+# None, a message.
+Listener = Callable[[float, float | None, str], None]
 
 _BACKGROUND_PAPERS = (
     2  # papers whose full text goes on converting while nobody waits: the most recently asked
@@ -7276,7 +7278,7 @@ class _PdfState(_TextSource):
     made of them: ``text``), or why it failed."""
 
     data: bytes | None = None
-    wanted: bool = False  # it is downloaded, or to be
+    asked_for: bool = False  # it is downloaded, or to be
     disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
@@ -7349,7 +7351,7 @@ class _PdfState(_TextSource):
             # where the heading after it is
             last = outline[end].page if end < len(outline) else self.structure.page_count
             pages.update(range(max(1, section.page), last + 1)[:max_pages])
-        text = self.text(False, max_pages, title) if pages <= self.pages.keys() else None
+        text = self.converted(False, max_pages, title) if pages <= self.pages.keys() else None
         # a heading the converted text lacks waits for nothing: the answer says so
         if text and not all(
             text.is_whole(own)
@@ -7374,13 +7376,15 @@ class _PdfState(_TextSource):
             case Needs.SECTIONS, overview if not request.sections:  # figures, tables, equations
                 return dataclasses.replace(visuals, overview=overview)
             case Needs.TEXT, _:
-                return dataclasses.replace(visuals, text=self.text(True, max_pages, paper.title))
+                return dataclasses.replace(
+                    visuals, text=self.converted(True, max_pages, paper.title)
+                )
             case Needs.ROWS | Needs.SECTIONS as needs, None:  # the converted text tells them
-                text = self.text(True, max_pages, paper.title)
+                text = self.converted(True, max_pages, paper.title)
                 told = overview_of(text) if needs is Needs.ROWS else None
                 return dataclasses.replace(visuals, text=text, overview=told)
             case Needs.ROWS | Needs.SECTIONS, Overview() as overview:
-                text = self.text(False, max_pages, paper.title)  # the sections' pages
+                text = self.converted(False, max_pages, paper.title)  # the sections' pages
                 return dataclasses.replace(visuals, text=text, overview=overview.measured(text))
             case unknown:
                 assert_never(unknown)
@@ -7397,7 +7401,7 @@ class _PdfState(_TextSource):
             regions=tuple(r for page in sorted(self.regions) for r in self.regions[page]),
         )
 
-    def text(self, full: bool, max_pages: int, title: str) -> PaperText:
+    def converted(self, full: bool, max_pages: int, title: str) -> PaperText:
         """The converted text: the full text's pages, or every converted page with the gaps left
         empty (the same text once every page is converted)."""
         numbers = self.full_pages(max_pages) if full else range(1, max(self.pages, default=0) + 1)
@@ -7475,8 +7479,8 @@ class _Callers(_Guarded):
     waits), and the listeners that hear the read's steps.  Read and written with its paper's lock
     held (``read``); its listeners are called without it (``tell``)."""
 
-    wants: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
-    listeners: list[Progress] = dataclasses.field(default_factory=list)
+    requests: Counter[ReadRequest] = dataclasses.field(default_factory=Counter)
+    listeners: list[Listener] = dataclasses.field(default_factory=list)
 
     def tell(
         self, lock: threading.Condition, message: str, done: float = 0, total: float | None = None
@@ -7552,7 +7556,7 @@ class _PaperState(_Guarded):
         return self.paper.arxiv_id if self.paper is not None else self.arxiv_id
 
     @property
-    def text(self) -> _TextSource:
+    def text_source(self) -> _TextSource:
         """The source its text is read from: the first of its sources that has its text, else the
         last (the one still awaited, or whose failure is the paper's)."""
         sources = self.sources
@@ -7562,7 +7566,7 @@ class _PaperState(_Guarded):
     def paper(self) -> Paper | None:
         """The API's metadata; while it is missing, the paper's own (its text's front matter, once
         read); else None."""
-        parsed, missing = self.text.parsed_text(), self.metadata.missing
+        parsed, missing = self.text_source.parsed_text(), self.metadata.missing
         if self.metadata.paper is not None or parsed is None or missing is None:
             return self.metadata.paper
         return own_paper(self.arxiv_id, parsed.front, _api_trouble(missing))
@@ -7570,12 +7574,12 @@ class _PaperState(_Guarded):
     @property
     def text_error(self) -> ArxivError | None:
         """Why its text cannot be had: the failure of the source it is read from."""
-        return self.text.error
+        return self.text_source.error
 
     @property
     def hidden(self) -> tuple[Hidden, ...]:
         """The hidden passages of the text it is read from."""
-        return parsed.hidden if (parsed := self.text.parsed_text()) else ()
+        return parsed.hidden if (parsed := self.text_source.parsed_text()) else ()
 
     def pages_needed(self, request: ReadRequest, max_pages: int) -> set[int]:
         """The pages of its PDF still to convert for ``request``: those of its figures, tables and
@@ -7584,7 +7588,7 @@ class _PaperState(_Guarded):
             return set()
         title = self.paper.title if self.paper else ""
         return set().union(
-            self.text.section_pages(request, max_pages, title),
+            self.text_source.section_pages(request, max_pages, title),
             *(self.pdf.visual_pages(visual) for visual in request.visuals),
         )
 
@@ -8060,7 +8064,7 @@ class Scheduler:
         wanted = sorted(page for page in self._plan(state) if page not in pdf.pages)
         if wanted:
             return (JOB_WAITED_PAGE, -self._order_of(state), wanted[0]), lambda: convert(wanted[0])
-        rest = state.text.background_pages(self.settings().max_pages)
+        rest = state.text_source.background_pages(self.settings().max_pages)
         # A page nobody waits for is not begun while a caller waits for a download: its structure
         # pass goes next.
         if rest and state in self._recent and not self.downloading():
@@ -8073,14 +8077,14 @@ class Scheduler:
         """The pages that the paper's waiting callers need (``needed``), asked again only when its
         state has changed."""
         if (plan := self._plans.get(state)) is None or plan[0] != state.revision:
-            plan = self._plans[state] = (state.revision, self.needed(state))
+            plan = self._plans[state] = (state.revision, self.pages_waited_for(state))
         return plan[1]
 
-    def needed(self, state: _PaperState) -> set[int]:
+    def pages_waited_for(self, state: _PaperState) -> set[int]:
         """The pages that the paper's waiting callers need (``_PaperState.pages_needed``)."""
         max_pages = self.settings().max_pages
         return set().union(
-            *(state.pages_needed(wanted, max_pages) for wanted in state.callers.wants)
+            *(state.pages_needed(request, max_pages) for request in state.callers.requests)
         )
 
     def downloading(self) -> bool:
@@ -8092,11 +8096,11 @@ class Scheduler:
         """Whether a paper's PDF is downloading for the converter (with ``waited_for``, one that a
         caller waits for)."""
         return any(
-            s.pdf.wanted
+            s.pdf.asked_for
             and s.pdf.data is None
             and s.pdf.error is None
             and not s.forgotten
-            and (s.callers.wants or not waited_for)
+            and (s.callers.requests or not waited_for)
             for s in self._papers
         )
 
@@ -8116,7 +8120,7 @@ class Scheduler:
                 state.forgotten
                 or state.pdf.error is not None
                 or state.pdf.structured
-                and not state.text.background_pages(self.settings().max_pages)
+                and not state.text_source.background_pages(self.settings().max_pages)
             ):
                 self._papers.remove(state)
                 self._plans.pop(state, None)
@@ -8284,14 +8288,14 @@ def _answer(
     if state.text_error is not None:
         return Reading(paper, None, str(state.text_error), state.text_error.transient)
     needed = state.pages_needed(request, max_pages)
-    if (reading := state.text.answer(paper, request, state.pdf, needed, max_pages)) is None:
+    if (reading := state.text_source.answer(paper, request, state.pdf, needed, max_pages)) is None:
         return None
     if isinstance(chosen := _chosen_sections(reading, request), str):
         return ArxivError(chosen)
     reading = dataclasses.replace(
         reading, hidden=state.hidden, sections=chosen, scholarly=state.metadata.scholarly
     )
-    if reading.overview is not None and state.text.from_disk:
+    if reading.overview is not None and state.text_source.from_disk:
         overview = dataclasses.replace(
             reading.overview, source=f"{reading.overview.source}, kept on disk"
         )
@@ -8319,7 +8323,7 @@ def _late(state: _PaperState, deadline: float) -> Reading | ArxivError:
             "read the text."
         ),
         transient=True,
-        overview=state.text.early_overview,
+        overview=state.text_source.early_overview,
         hidden=state.hidden,
     )
 
@@ -8542,7 +8546,7 @@ class PaperDownloads:
             self.ask_metadata(state)
         for source in sources:
             with changed:
-                needed = state.metadata.error is None and not state.text.parsed_text()
+                needed = state.metadata.error is None and not state.text_source.parsed_text()
             if needed:
                 source.download(self, state)
         with changed:
@@ -8621,7 +8625,7 @@ class PaperDownloads:
         changed = self.library.scheduler.changed
         state.callers.tell(changed, "Downloading the PDF")
         with changed:
-            state.pdf.wanted, version = True, state.version
+            state.pdf.asked_for, version = True, state.version
         cache = self.cache_for(version)
         try:
 
@@ -8799,7 +8803,7 @@ class PaperDownloads:
     def urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background
         work."""
-        return lambda: waited_for if state.callers.wants else URGENT_BACKGROUND
+        return lambda: waited_for if state.callers.requests else URGENT_BACKGROUND
 
 
 class PaperLibrary:
@@ -8965,7 +8969,7 @@ class PaperLibrary:
                 state.paper.arxiv_id: _findable(state.paper.arxiv_id, state.paper.title, parsed)
                 for state in self._states.values()
                 if state.paper is not None
-                and (parsed := state.text.parsed_text())
+                and (parsed := state.text_source.parsed_text())
                 and not state.forgotten
             }
         yield from texts.values()
@@ -8976,7 +8980,7 @@ class PaperLibrary:
         self,
         arxiv_id: str,
         deadline: float | None = None,
-        on_progress: Progress | None = None,
+        listener: Listener | None = None,
         request: ReadRequest | None = None,
         policy: str | None = None,
     ) -> Reading:
@@ -8986,7 +8990,7 @@ class PaperLibrary:
         wherever they are) with figures, tables and equations, or passages.  ``policy``
         (``SOURCES``; default: the settings' ``source``) says where the text may come from.
 
-        ``on_progress`` hears the steps of the read (download, pages converted). When ``deadline``
+        ``listener`` hears the steps of the read (download, pages converted). When ``deadline``
         (a limiter-clock time) passes first, this returns what is known with a note, or raises
         ArxivError if the metadata has not arrived; the read goes on.  Without ``request``: the full
         text.  A paper that is not cached while ``_MAX_COLD_READS`` others download is refused at
@@ -9008,22 +9012,22 @@ class PaperLibrary:
             key = (arxiv_id, policy or self.settings.source)
             state = self._states.get(key)
             if state is None:
-                state = self._start(key, on_progress)
-            elif on_progress is not None:
-                state.callers.listeners.append(on_progress)
+                state = self._start(key, listener)
+            elif listener is not None:
+                state.callers.listeners.append(listener)
             self._states.move_to_end(key)
             self.downloads.refresh(state)
             self.scheduler.touch(state)
             # the scheduler converts what it needs first
-            state.callers.wants += Counter({request: 1})
+            state.callers.requests += Counter({request: 1})
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
                 reading = self._awaited(state, request, until)
             finally:
-                state.callers.wants -= Counter({request: 1})
-                if on_progress is not None:
-                    state.callers.listeners.remove(on_progress)
+                state.callers.requests -= Counter({request: 1})
+                if listener is not None:
+                    state.callers.listeners.remove(listener)
                 self._evict()
         if isinstance(reading, ArxivError):
             raise reading
@@ -9050,11 +9054,11 @@ class PaperLibrary:
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
         """Start what a waiting read needs that no one has started: the PDF of a paper read from
         another source, for its images (once)."""
-        if not state.pdf.wanted and not state.loading:
-            state.pdf.wanted = True
+        if not state.pdf.asked_for and not state.loading:
+            state.pdf.asked_for = True
             self.flights.start("arxiv-pdf", self.downloads.download_pdf, state)
 
-    def _start(self, key: tuple[str, str], on_progress: Progress | None) -> _PaperState:
+    def _start(self, key: tuple[str, str], listener: Listener | None) -> _PaperState:
         """A new paper's state, and its download thread."""
         loading = sum(state.loading for state in self._states.values())
         if loading >= _MAX_COLD_READS:
@@ -9067,7 +9071,7 @@ class PaperLibrary:
         state = self._states[key] = _PaperState(
             *key,
             metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
-            callers=_Callers(listeners=[on_progress] if on_progress else []),
+            callers=_Callers(listeners=[listener] if listener else []),
         ).guard(self.scheduler.changed)
         self.flights.start("arxiv-load", self._load, state)
         return state
@@ -9116,7 +9120,7 @@ class PaperLibrary:
         idle = [
             state
             for state in self._states.values()
-            if not state.loading and not state.callers.wants
+            if not state.loading and not state.callers.requests
         ]
         while idle and (
             len(self._states) > self.settings.cache_papers
@@ -9276,7 +9280,7 @@ def read_answer(
     *,
     find: str | None = None,
     library: PaperLibrary | None = None,
-    on_progress: Progress | None = None,
+    listener: Listener | None = None,
     page: tuple[int, int] = (0, 10),
 ) -> Answer:
     """The tool's reading half: the overview, the named sections, the full text, the BibTeX entry,
@@ -9298,7 +9302,7 @@ def read_answer(
         arxiv_id=arxiv_id,
         request=request,
         deadline=deadline,
-        on_progress=on_progress,
+        listener=listener,
         page=page,
     )
     return request.mode.answer(call)
@@ -9312,12 +9316,12 @@ class ReadCall:
     arxiv_id: str
     request: ReadRequest
     deadline: float
-    on_progress: Progress | None = None
+    listener: Listener | None = None
     page: tuple[int, int] = (0, 10)  # what a list shows: its first item (from 0), and how many
 
     def reading(self) -> Reading:
         """The paper with what the request needs (``PaperLibrary.read``)."""
-        return self.library.read(self.arxiv_id, self.deadline, self.on_progress, self.request)
+        return self.library.read(self.arxiv_id, self.deadline, self.listener, self.request)
 
 
 def answer_overview(call: ReadCall) -> Answer:
@@ -9620,7 +9624,7 @@ class ToolMode:
 
     name: str
     asks: Callable[[ToolCall], bool]
-    answer: Callable[[ToolCall, PaperLibrary, Progress | None], Answer]
+    answer: Callable[[ToolCall, PaperLibrary, Listener | None], Answer]
 
 
 def asks_for_listing(call: ToolCall) -> bool:
@@ -9629,7 +9633,7 @@ def asks_for_listing(call: ToolCall) -> bool:
     return bool(call.category_list) and alone and call.sort == _DEFAULT["sort"]
 
 
-def answer_listing(call: ToolCall, library: PaperLibrary, _: Progress | None) -> Answer:
+def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) -> Answer:
     """The latest announcement of the categories (``PaperLibrary.listing``), narrowed by ``find``
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
     request, words = call.search(), (call.find or "").strip()
@@ -9673,12 +9677,12 @@ TOOL_MODES = {
         ToolMode(  # one paper (``read_answer``)
             name="read",
             asks=lambda call: bool(call.paper),
-            answer=lambda call, library, on_progress: read_answer(
+            answer=lambda call, library, listener: read_answer(
                 call.paper or "",
                 call.section,
                 find=call.find,
                 library=library,
-                on_progress=on_progress,
+                listener=listener,
                 page=(call.start, call.max_results),
             ),
         ),
@@ -9693,7 +9697,7 @@ TOOL_MODES = {
 
 
 def arxiv_answer(
-    call: ToolCall, *, library: PaperLibrary | None = None, on_progress: Progress | None = None
+    call: ToolCall, *, library: PaperLibrary | None = None, listener: Listener | None = None
 ) -> Answer:
     """The one tool: the answer of the first of ``TOOL_MODES`` that ``call`` asks for.
 
@@ -9705,7 +9709,7 @@ def arxiv_answer(
         mode = next((mode for mode in TOOL_MODES.values() if mode.asks(call)), None)
         if mode is None:
             return Answer(f"{ERROR} {_FIND_OR_QUERY if call.find else _NOTHING_ASKED}")
-        return mode.answer(call, library or LIBRARY, on_progress)
+        return mode.answer(call, library or LIBRARY, listener)
     except ArxivError as error:
         return Answer(f"{ERROR} {error}")
     except Exception as error:
@@ -9717,11 +9721,11 @@ def arxiv_answer(
 
 
 def arxiv_tool(
-    *, library: PaperLibrary | None = None, on_progress: Progress | None = None, **arguments: Any
+    *, library: PaperLibrary | None = None, listener: Listener | None = None, **arguments: Any
 ) -> str:
     """The one tool's answer to its arguments by name, as Markdown alone (``arxiv_answer``'s text:
     images are named and described)."""
-    return arxiv_answer(ToolCall(**arguments), library=library, on_progress=on_progress).text
+    return arxiv_answer(ToolCall(**arguments), library=library, listener=listener).text
 
 
 def mcp_content(answer: Answer, text_type: Any, image_type: Any) -> list[Any]:
@@ -9850,11 +9854,11 @@ async def _answered_off_the_loop(call: ToolCall, library: PaperLibrary | None, c
 
     loop = asyncio.get_running_loop()
 
-    def on_progress(done: float, total: float | None, message: str) -> None:  # from the thread
+    def listener(done: float, total: float | None, message: str) -> None:  # from the thread
         asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
 
     return await anyio.to_thread.run_sync(
-        lambda: arxiv_answer(call, library=library, on_progress=on_progress)
+        lambda: arxiv_answer(call, library=library, listener=listener)
     )
 
 

@@ -6614,7 +6614,7 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
     for part, field in (
         (state, "forgotten"),
         (state.texts["html"], "from_disk"),
-        (state.callers, "wants"),
+        (state.callers, "requests"),
     ):
         with pytest.raises(am.LockRuleBroken, match=f"{type(part).__name__}.{field} was written"):
             setattr(part, field, getattr(part, field))
@@ -6634,7 +6634,7 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     scheduler = am.Scheduler(am.Settings, done=lambda state, outcome: None)
-    scheduler.needed = lambda state: waited_for[state]  # the pages its callers wait for
+    scheduler.pages_waited_for = lambda state: waited_for[state]  # the pages its callers wait for
     states = [am._PaperState(f"2101.0000{n}", policy="pdf", loading=False) for n in range(1, 4)]
     for state in states:
         state.pdf.data, state.pdf.structure = b"%PDF-", am.Structure(5)
@@ -7861,12 +7861,12 @@ async def exercise(session):
     seen["tools"] = (await session.list_tools()).tools
     progress = []
 
-    async def on_progress(done, total, message):
+    async def listener(done, total, message):
         progress.append((done, total, message))
 
     seen["full"] = text_of(
         await session.call_tool(
-            "arxiv", {"paper": "1111.2011v2", "section": "full"}, progress_callback=on_progress
+            "arxiv", {"paper": "1111.2011v2", "section": "full"}, progress_callback=listener
         )
     )
     seen["progress"] = progress
