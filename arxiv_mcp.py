@@ -8303,14 +8303,14 @@ def _answer(
     return reading
 
 
-def _late(state: _PaperState, deadline: float) -> Reading | ArxivError:
-    """What a call past its ``deadline`` (seconds) gets: the metadata with a note, the estimated
-    overview; or the error that ends the read."""
+def _late(state: _PaperState, deadline_s: float) -> Reading | ArxivError:
+    """What a call past its deadline, ``deadline_s`` seconds, gets: the metadata with a note, the
+    estimated overview; or the error that ends the read."""
     if state.metadata.error is not None:
         return state.metadata.error
     if state.paper is None:
         return ArxivError(
-            f"arXiv did not answer within the {deadline:g} s deadline "
+            f"arXiv did not answer within the {deadline_s:g} s deadline "
             "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
             transient=True,
         )
@@ -8318,7 +8318,7 @@ def _late(state: _PaperState, deadline: float) -> Reading | ArxivError:
         paper=state.paper,
         text=None,
         text_error=(
-            f"the conversion was still running at the {deadline:g} s deadline "
+            f"the conversion was still running at the {deadline_s:g} s deadline "
             "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds to "
             "read the text."
         ),

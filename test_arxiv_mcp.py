@@ -6981,6 +6981,34 @@ def test_stopping_an_old_generation_leaves_the_new_one_running():
     assert not converter.running and not converter.start(), "shut for good"
 
 
+def test_a_lane_whose_converter_cannot_start_tries_again_after_a_pause_and_lives_on(monkeypatch):
+    """While a PDF downloads, a lane starts its converter; a spawn that fails (no memory, no file
+    descriptors) is tried again after a pause, and the lane goes on."""
+
+    class Unstartable(am.Converter):
+        running, starts = False, 0
+
+        def start(self):
+            self.starts += 1
+            self.running = self.starts > 2
+            return self.running
+
+    monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05,))
+    converter, before = Unstartable(), set(threading.enumerate())
+    scheduler = am.Scheduler(
+        am.Settings, done=lambda state, outcome: None, converters=(converter, None)
+    )
+    state = am._PaperState("2101.00001", policy="pdf").guard(scheduler.changed)
+    with scheduler.changed:
+        state.pdf.asked_for = True  # its PDF downloading
+        scheduler.add(state)
+    wait_for(lambda: converter.running, what="the third start")
+    [lane] = [thread for thread in set(threading.enumerate()) - before if thread.name == am._PAGES]
+    assert converter.starts == 3 and lane.is_alive(), "the lane lives on"
+    scheduler.close()
+    assert not lane.is_alive()
+
+
 def test_two_threads_stopping_a_converter_at_once_end_it_without_an_error():
     converter = am.ConverterProcess(QuickConverter, layout=False)
     converter.start()
