@@ -8160,9 +8160,8 @@ class Scheduler:
     ) -> "tuple[_PaperState, Callable[[], JobOutcome]] | _Lane":
         """``lane``'s next job, else what it does without one (``_Lane``): at its end, its converter
         stopped (a process with no job: at once) and the lane forgotten.  With the lock held."""
-        while (job := self._next_job(lane)) is None:
-            if self._closed.is_set():
-                break
+        job = None  # closed: no job more, whatever is left
+        while not self._closed.is_set() and (job := self._next_job(lane)) is None:
             if self._pdf_coming() and not converter.running:
                 return _Lane.PRESTART
             if (

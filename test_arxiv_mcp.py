@@ -5618,6 +5618,20 @@ def test_a_closed_library_leaves_no_thread_behind(html_env, monkeypatch):
     assert not library.scheduler.converter.running
 
 
+def test_a_library_closed_while_pages_convert_in_its_process_ends_without_converting_them(env):
+    """The plain functions' library converts in this process; at the interpreter's exit its close
+    ends the lane after the page in hand, leaving the paper's other pages unconverted."""
+    slow = QuickConverter()
+    slow.convert_page = lambda doc, page, hidden: time.sleep(0.2) or quick_page(doc, page)
+    library = am.PaperLibrary(env.settings, env.library.limiter, converters=(slow, None))
+    assert "## Sections" in am.arxiv_tool(paper="1111.2011v2", library=library)
+    started = time.monotonic()
+    library.close()
+    assert time.monotonic() - started < 1 and not library.scheduler.has_work()
+    [state] = library.papers().values()
+    assert len(state.pdf.pages) < state.pdf.structure.page_count, "the rest left unconverted"
+
+
 def bibtexparser_entry(text):
     [entry] = bibtex_entries(f"```bibtex\n{text}\n```")
     return entry
