@@ -7711,10 +7711,11 @@ def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool
 # How a converter process ended under a job, and what follows (``ConverterProcess._job``).
 class _Ending(enum.Enum):
     STOPPED = "stopped"  # this server ended it (a stop, its close): the job ends, to be asked again
-    KILLED = "killed"  # SIGKILL from outside (the OOM killer, an operator): never the PDF's doing
+    # SIGKILL from outside (the OOM killer, an operator), or none could start (no memory, no file
+    # descriptors): never the PDF's doing
+    KILLED = "killed"
     CRASHED = "crashed"  # by itself (a signal, an exit): the PDF's doing only if it ran alone
     HUNG = "hung"  # no answer within ``_JOB_LIMIT``: ended here
-    UNSTARTED = "unstarted"  # no process could be started (no memory, no file descriptors)
 
 
 # How much an ending in a fresh process, where the job ran alone, proves against its PDF: a PDF is
@@ -7800,43 +7801,38 @@ class ConverterProcess:
                 generation.open -= {key}
                 self._exchange(generation, ("close", key, ()))
 
-    def start(self) -> bool:
-        """Start a process unless one runs; False when none can start now."""
+    def start(self) -> _Generation | None:
+        """The running generation, started if none runs; None when the converter is shut or a
+        process cannot start now (said once in the log)."""
         with self._turn:
-            return self._running() is not None
-
-    def _running(self) -> _Generation | None:
-        """The running generation, started if none runs (with the turn held); None when the
-        converter is shut or a process cannot start (said once in the log)."""
-        if (generation := self.generation) is not None:
-            if generation.process.is_alive():
+            if (generation := self.generation) is not None and generation.process.is_alive():
                 return generation
-            self._end(generation)
-        if self._shut.is_set():
-            return None
-        context, child = multiprocessing.get_context("spawn"), None
-        try:
-            connection, child = context.Pipe()
-            process = context.Process(
-                target=_converter_main,
-                args=(child, self.make, self.layout),
-                name="arxiv-converter",
-                daemon=True,
-            )
-            process.start()
-        except OSError as error:
-            if not self._spawn_failing:
-                log.warning("a converter process cannot start (%s); trying again", error.strerror)
-            self._spawn_failing = True
-            return None
-        finally:
-            if child is not None:
-                child.close()  # the process's end: its death ends the pipe
-        if self._spawn_failing:
-            log.warning("a converter process started again")
-        self._spawn_failing = False
-        self.generation = _Generation(process, connection)
-        return self.generation
+            if generation is not None:
+                self._end(generation)
+            context, child = multiprocessing.get_context("spawn"), None
+            try:
+                if self._shut.is_set():
+                    return None
+                connection, child = context.Pipe()
+                process = context.Process(
+                    target=_converter_main,
+                    args=(child, self.make, self.layout),
+                    name="arxiv-converter",
+                    daemon=True,
+                )
+                process.start()
+            except OSError as error:
+                if not self._spawn_failing:
+                    log.warning(
+                        "a converter process cannot start (%s); trying again", error.strerror
+                    )
+                self._spawn_failing = True
+                return None
+            finally:
+                if child is not None:
+                    child.close()  # the process's end: its death ends the pipe
+            self._spawn_failing, self.generation = False, _Generation(process, connection)
+            return self.generation
 
     def _job(
         self, name: str, key: Any, pdf: bytes | None, *rest: Any, keeps_open: bool = False
@@ -7848,9 +7844,9 @@ class ConverterProcess:
         with self._turn:
             proof, pauses = 0, iter(_RESTART_PAUSES)
             while True:
-                if (generation := self._running()) is None:
+                if (generation := self.start()) is None:  # shut, or none can start now
                     ending, fresh = (
-                        (_Ending.STOPPED if self._shut.is_set() else _Ending.UNSTARTED),
+                        _Ending.STOPPED if self._shut.is_set() else _Ending.KILLED,
                         False,
                     )
                 else:
@@ -7875,7 +7871,7 @@ class ConverterProcess:
                         log.warning("the converter %s on a %s job; sent again", ending.value, name)
                         if proof >= _PROOF:
                             raise ArxivError(_POISON)
-                    case _Ending.KILLED | _Ending.UNSTARTED:
+                    case _Ending.KILLED:
                         if (pause := next(pauses, None)) is None:
                             raise ArxivError(_KEEPS_KILLED, transient=True)
                         log.warning("the converter was %s; again in %g s", ending.value, pause)
@@ -7908,10 +7904,8 @@ class ConverterProcess:
         generation.connection.close()
         if self.generation is generation:
             self.generation = None
-        if here:
-            return _Ending.STOPPED
         killed = generation.process.exitcode == -getattr(signal, "SIGKILL", 9)
-        return _Ending.KILLED if killed else _Ending.CRASHED
+        return _Ending.STOPPED if here else _Ending.KILLED if killed else _Ending.CRASHED
 
     def stop(self, generation: _Generation | None = None) -> None:
         """End ``generation`` (by default the running one: idle, or hung on a job, at once, whoever
