@@ -7526,7 +7526,8 @@ class _PaperState(_Guarded):
     )
     callers: _Callers = dataclasses.field(default_factory=_Callers)
     loading: bool = True  # its download thread (its text, and the metadata) is running
-    forgotten: bool = False  # evicted from the cache: its PDF work stops
+    # dropped from the library (evicted, or a failure that is not kept): its PDF work stops
+    forgotten: bool = False
     # its changes so far: what is made of its state (an answer, a page plan) holds until the next
     revision: int = 0
 
