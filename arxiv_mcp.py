@@ -7709,8 +7709,10 @@ def _converter_main(connection: Any, make: Callable[[], Converter], layout: bool
             connection.send(answer)
 
 
-# How a converter process ended under a job, and what follows (``ConverterProcess._job``).
 class _Ending(enum.Enum):
+    """How a converter process ended under a job, which decides what follows
+    (``ConverterProcess._job``)."""
+
     STOPPED = "stopped"  # this server ended it (a stop, its close): the job ends, to be asked again
     # SIGKILL from outside (the OOM killer, an operator), or none could start (no memory, no file
     # descriptors): never the PDF's doing
@@ -7875,7 +7877,9 @@ class ConverterProcess:
                     case _Ending.KILLED:
                         if (pause := next(pauses, None)) is None:
                             raise ArxivError(_KEEPS_KILLED, transient=True)
-                        log.warning("the converter was %s; again in %g s", ending.value, pause)
+                        log.warning(
+                            "the converter was killed or cannot start; again in %g s", pause
+                        )
                         self._shut.wait(pause)
                     case unknown:
                         assert_never(unknown)
