@@ -7789,7 +7789,8 @@ class ConverterProcess:
         return self._job("structure", key, pdf)
 
     def render(self, key: Any, pdf: bytes, page: int, bbox: Sequence[float] | None) -> Image:
-        return self._job("render", key, pdf, page, bbox)
+        """An image, which a caller waits for: its process killed, it is tried once more only."""
+        return self._job("render", key, pdf, page, bbox, pauses=_RESTART_PAUSES[:1])
 
     def page(
         self, key: Any, pdf: bytes | None, page: int, hidden: Sequence[Hidden] | None
@@ -7838,14 +7839,22 @@ class ConverterProcess:
             return self.generation
 
     def _job(
-        self, name: str, key: Any, pdf: bytes | None, *rest: Any, keeps_open: bool = False
+        self,
+        name: str,
+        key: Any,
+        pdf: bytes | None,
+        *rest: Any,
+        keeps_open: bool = False,
+        pauses: Sequence[float] | None = None,
     ) -> Any:
         """Run one job in the process, its whole life under the turn: sent again, whole, in a new
         process while its process dies for a cause that proves nothing against ``pdf`` (sent only
-        when the process does not hold it open).  Raises ArxivError: the converter's own answer,
-        the PDF blamed on proof, or a transient failure (stopped, killed again and again)."""
+        when the process does not hold it open), after each of ``pauses`` (``_RESTART_PAUSES``)
+        when it was killed.
+        Raises ArxivError: the converter's own answer, the PDF blamed on proof, or a transient
+        failure (stopped, killed again and again)."""
         with self._turn:
-            proof, pauses = 0, iter(_RESTART_PAUSES)
+            proof, waits = 0, iter(_RESTART_PAUSES if pauses is None else pauses)
             while True:
                 if (generation := self.start()) is None:  # shut, or none can start now
                     ending, fresh = (
@@ -7875,7 +7884,7 @@ class ConverterProcess:
                         if proof >= _PROOF:
                             raise ArxivError(_POISON)
                     case _Ending.KILLED:
-                        if (pause := next(pauses, None)) is None:
+                        if (pause := next(waits, None)) is None:
                             raise ArxivError(_KEEPS_KILLED, transient=True)
                         log.warning(
                             "the converter was killed or cannot start; again in %g s", pause
@@ -8897,13 +8906,13 @@ class PaperLibrary:
             return found
         return self.s2(Scholarly, base, fetch_scholarly, wait)
 
-    def citing(self, arxiv_id: str) -> CitingPapers | None:
-        """The papers that cite ``arxiv_id`` (``fetch_citing``), kept a day, waited for
-        ``_S2_WAIT`` seconds at most (``s2``); None while it does not know the paper.  Raises
-        ArxivError naming it."""
+    def citing(self, arxiv_id: str, wait: float) -> CitingPapers | None:
+        """The papers that cite ``arxiv_id`` (``fetch_citing``), kept a day, waited for ``wait``
+        seconds at most (``s2``); None while it does not know the paper.  Raises ArxivError
+        naming it."""
         if self.settings.s2_url == "off":
             raise ArxivError(_S2_OFF)
-        return self.s2(CitingPapers, _split_version(arxiv_id)[0], fetch_citing, _S2_WAIT)
+        return self.s2(CitingPapers, _split_version(arxiv_id)[0], fetch_citing, wait)
 
     def s2(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
         """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_flight``), waited for
@@ -9321,6 +9330,11 @@ class ReadCall:
         """The paper with what the request needs (``PaperLibrary.read``)."""
         return self.library.read(self.arxiv_id, self.deadline, self.listener, self.request)
 
+    @property
+    def s2_wait(self) -> float:
+        """Seconds Semantic Scholar may take now: ``_S2_WAIT``, within the call's deadline."""
+        return max(0.0, min(_S2_WAIT, self.deadline - self.library.limiter.clock()))
+
 
 def answer_overview(call: ReadCall) -> Answer:
     """Metadata, abstract, the section list and the figures and tables (``format_overview``)."""
@@ -9481,7 +9495,7 @@ def answer_bibtex(call: ReadCall) -> Answer:
             raise
         paper = call.reading().paper
     try:
-        scholarly, s2_note = call.library.scholarly(paper.arxiv_id, _S2_WAIT), ""
+        scholarly, s2_note = call.library.scholarly(paper.arxiv_id, call.s2_wait), ""
     except ArxivError as error:  # arXiv's entry, and why it does not say where it appeared
         scholarly, s2_note = None, f"\n\nWhere it appeared is left out: {error}"
     entry = f"```bibtex\n{format_bibtex(paper, scholarly)}\n```{s2_note}"
@@ -9500,13 +9514,14 @@ def answer_bibtex(call: ReadCall) -> Answer:
 def answer_citations(call: ReadCall) -> Answer:
     """Who cites the paper, from Semantic Scholar (``PaperLibrary.citing``, ``format_citing``),
     with the paper's own count when it comes within the same wait."""
-    library, until = call.library, time.monotonic() + _S2_WAIT
+    library, wait = call.library, call.s2_wait
+    until = time.monotonic() + wait
     counted = (  # the paper's own count, for the total: asked beside the list, within its wait
         library.s2_flight(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
         if library.ask_s2
         else None
     )
-    if (citing := library.citing(call.arxiv_id)) is None:
+    if (citing := library.citing(call.arxiv_id, wait)) is None:
         return Answer(
             f"{ERROR} {_S2} does not know arXiv:{call.arxiv_id} yet (a new paper takes a few "
             "days); try again later."

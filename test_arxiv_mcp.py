@@ -5589,6 +5589,16 @@ def test_bibtex_while_semantic_scholar_hangs_is_arxivs_at_once_and_the_next_has_
         assert bibtex_entries(entry)[0]["ENTRYTYPE"] == "misc"
         assert note == f"Where it appeared is left out: {am._S2_SLOW}", answer
     assert asked == ["1111.2011"], "one fetch in flight for both calls"
+    monkeypatch.setattr(am, "_S2_WAIT", 30.0)  # a call's deadline bounds the wait too
+    am.arxiv_tool(paper="1111.2011v2", library=server)  # its metadata in memory: no request
+    hurried = am.ReadCall(
+        library=server,
+        arxiv_id="1111.2011v2",
+        request=am.parse_read("bibtex"),
+        deadline=server.limiter.clock() + 1.0,
+    )
+    started = time.monotonic()
+    assert "@misc" in am.answer_bibtex(hurried).text and time.monotonic() - started < 3
     release.set()
     wait_for(
         lambda: (
