@@ -7199,8 +7199,8 @@ class LockRuleBroken(RuntimeError):
 class _Guarded:
     """A part of a paper's state, written only with its lock held (the rule of ``_PaperState``) and
     only by setting a field (a new dictionary, never an item), so that every write is a change of
-    the paper (``_PaperState.revision``); with ``CHECK_LOCKS`` on, a write without the lock raises
-    LockRuleBroken."""
+    the paper (``_PaperState.revision``) that wakes whoever waits on the lock; with ``CHECK_LOCKS``
+    on, a write without the lock raises LockRuleBroken."""
 
     _lock: threading.Condition | None = None  # the library's, once the paper is in it (``guard``)
     _paper: "_PaperState | None" = None  # the paper it is a part of, from then on
@@ -7209,8 +7209,9 @@ class _Guarded:
         if CHECK_LOCKS and self._lock is not None and not self._lock._is_owned():  # type: ignore[attr-defined]
             raise LockRuleBroken(f"{type(self).__name__}.{name} was written without its lock")
         object.__setattr__(self, name, value)
-        if self._paper is not None:
-            object.__setattr__(self._paper, "revision", self._paper.revision + 1)
+        if (paper := self._paper) is not None:
+            object.__setattr__(paper, "revision", paper.revision + 1)
+            typing.cast(threading.Condition, self._lock).notify_all()
 
 
 @functools.lru_cache(maxsize=16)
@@ -7773,11 +7774,6 @@ class ConverterProcess:
         self._shut = threading.Event()  # set by ``shut``: no process starts, pauses end
         self._spawn_failing = False  # a start failed: said once in the log until one succeeds
 
-    @property
-    def process(self) -> Any:
-        """The running generation's process, or None."""
-        return generation.process if (generation := self.generation) else None
-
     def holds(self, key: Any) -> bool:
         return (generation := self.generation) is not None and key in generation.open
 
@@ -8075,7 +8071,7 @@ class Scheduler:
         rest = state.text_source.background_pages(self.settings().max_pages)
         # A page nobody waits for is not begun while a caller waits for a download: its structure
         # pass goes next.
-        if rest and state in self._recent and not self.downloading():
+        if rest and state in self._recent and not self._pdf_coming(waited_for=True):
             return (JOB_BACKGROUND_PAGE, -self._order_of(state), rest[0]), lambda: convert(rest[0])
         return (
             ((JOB_CLOSE,), lambda: self.converter.close(key)) if self.converter.holds(key) else None
@@ -8094,11 +8090,6 @@ class Scheduler:
         return set().union(
             *(state.pages_needed(request, max_pages) for request in state.callers.requests)
         )
-
-    def downloading(self) -> bool:
-        """Whether a caller waits for a PDF still downloading (a page nobody waits for is not begun
-        meanwhile)."""
-        return self._pdf_coming(waited_for=True)
 
     def _pdf_coming(self, waited_for: bool = False) -> bool:
         """Whether a paper's PDF is downloading for the converter (with ``waited_for``, one that a
@@ -8464,31 +8455,19 @@ class Catalogue:
             listing = _current(self._listings.get(name))
         if listing is None:
             library = self.library
-
-            def ask() -> Listing:
-                with library.scheduler.request_turn(
-                    lambda: URGENT_SMALL, url=library.settings.rss_url
-                ):
-                    return fetch_listing(
-                        categories, settings=library.settings, limiter=library.limiter
-                    )
-
-            flight = library.flights.fetch(
-                ("listing", name),
-                lambda: _kept_or_fetched(
-                    library.cache,
-                    "listing",
-                    name,
-                    ask,
-                    read=lambda body: _current(_from_record(Listing, body)),
-                    write=_record,
-                    wait=library.settings.deadline,
-                )[0],
+            flight = library.flight(
+                "listing",
+                name,
+                lambda: fetch_listing(
+                    categories, settings=library.settings, limiter=library.limiter
+                ),
+                url=library.settings.rss_url,
+                read=lambda body: _current(_from_record(Listing, body)),
+                write=_record,
             )
-            fetched = library.awaited(flight, deadline, _API_LATE)
+            listing = library.awaited(flight, deadline, _API_LATE)
             with self._lock:
-                _keep_newest(self._listings, [(name, fetched)], _LISTINGS_KEPT)
-            listing = fetched
+                _keep_newest(self._listings, [(name, listing)], _LISTINGS_KEPT)
         self.remember([item.paper for item in listing.items])
         return listing
 
@@ -8565,53 +8544,56 @@ class PaperDownloads:
     def download_html(self, state: _PaperState, html_state: "_HtmlState") -> None:
         """Read the paper from arXiv's HTML of the version read (``parse_html``) into
         ``html_state``; anything but a LaTeXML article of that version is its failure, which
-        leaves the paper to the next source, if its policy has one."""
-        with self.library.scheduler.changed:
+        leaves the paper to the next source, if its policy has one.  The disk keeps the parsed
+        text (by these rules), the page (to parse again when the rules change) and, for a day,
+        a "no HTML" answer."""
+        changed = self.library.scheduler.changed
+        with changed:
             version, fallback = state.version, state.sources[-1] is not html_state
-        cache, text_key = self.cache_for(version), _text_key(version, "html")
-        # another server may be fetching it
-        with _one_fetch(cache, "html", version, self.library.settings.deadline):
-            remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
-            # Kept on disk: the parsed text (by these rules), else the page.
-            html = (
-                _from_record(HtmlPaper, cache.get("text", text_key))
-                if cache and not remembered
-                else None
+        cache = self.cache_for(version)
+        remembered = cache is not None and cache.get("nohtml", version, _CACHED_TTL) is not None
+        page_kept = False  # the page came from the disk, to be parsed again
+
+        def parsed() -> HtmlPaper:
+            nonlocal page_kept
+            if remembered:
+                raise ArxivError(f"arXiv has no HTML for {version}.")
+            kept = cache.get("html", version) if cache is not None else None
+            page_kept = kept is not None
+            page = (
+                self.html_page(state, version, patience=0 if fallback else None)
+                if kept is None
+                else kept.decode("utf-8", errors="replace")
             )
-            page_on_disk = (
-                cache.get("html", version) if cache and not remembered and html is None else None
+            if cache is not None and kept is None:
+                cache.put("html", version, page.encode())
+            return parse_html(page, version)
+
+        try:
+            html, from_disk = _kept_or_fetched(
+                cache,
+                "text",
+                _text_key(version, "html"),
+                parsed,
+                read=lambda body: _from_record(HtmlPaper, body),
+                write=_record,
+                wait=self.library.settings.deadline,
             )
-            from_disk = html is not None or page_on_disk is not None
-            try:
-                if remembered:  # a "no HTML" answer of the last day
-                    raise ArxivError(f"arXiv has no HTML for {version}.")
-                if html is None:
-                    page = (
-                        self.html_page(state, version, patience=0 if fallback else None)
-                        if page_on_disk is None
-                        else page_on_disk.decode("utf-8", errors="replace")
-                    )
-                    html = parse_html(page, version)
-                    if cache is not None:
-                        cache.put("text", text_key, _record(html))
-                        if page_on_disk is None:
-                            cache.put("html", version, page.encode())
-            except Exception as error:
-                failure = _as_arxiv_error(
-                    error, "arXiv's HTML of this paper could not be read (an internal error)."
-                )
-                log.info("no HTML text for %s (%s)%s", version, failure, "; next" * fallback)
-                if cache is not None and not remembered and not failure.transient:
-                    # a 404, the "No HTML" page, another version: for a day
-                    cache.put("nohtml", version, b"")
-                with self.library.scheduler.changed:
-                    html_state.error = failure
-                return
+        except Exception as error:
+            failure = _as_arxiv_error(
+                error, "arXiv's HTML of this paper could not be read (an internal error)."
+            )
+            log.info("no HTML text for %s (%s)%s", version, failure, "; next" * fallback)
+            if cache is not None and not remembered and not failure.transient:
+                # a 404, the "No HTML" page, another version: for a day
+                cache.put("nohtml", version, b"")
+            with changed:
+                html_state.error = failure
+            return
         overview = overview_of(html.text)
-        with self.library.scheduler.changed:
+        with changed:
             html_state.parsed, html_state.overview = html, overview
-            html_state.from_disk = from_disk
-            self.library.scheduler.changed.notify_all()
+            html_state.from_disk = from_disk or page_kept
 
     def html_page(self, state: _PaperState, version: str, patience: float | None) -> str:
         """arXiv's HTML page of ``version``, in its turn, waiting for a throttle's cool-down
@@ -8666,10 +8648,10 @@ class PaperDownloads:
                 self.library.scheduler.add(state)
         except Exception as error:
             with changed:
+                # (the converter then waits for no download)
                 state.pdf.error = _as_arxiv_error(
                     error, "The PDF could not be downloaded (an internal error).", transient=True
                 )
-                changed.notify_all()  # the converter waits for no download now
 
     def ask_metadata(self, state: _PaperState) -> None:
         """Ask the API for the paper's metadata, with no patience for a throttle: "no such paper" is
@@ -8700,7 +8682,6 @@ class PaperDownloads:
         finally:
             with self.library.scheduler.changed:
                 state.metadata.refreshing = False
-                self.library.scheduler.changed.notify_all()
 
     def api_metadata(
         self, arxiv_id: str, urgency: Callable[[], int], deadline: float | None = None
@@ -8710,29 +8691,21 @@ class PaperDownloads:
         turn, and kept; the one fetch in flight in the process, waited for until ``deadline`` (a
         limiter-clock time; None: its end)."""
         library = self.library
-
-        def ask() -> Paper:
-            with library.scheduler.request_turn(urgency, url=library.settings.api_url):
-                return fetch_metadata(
-                    arxiv_id,
-                    deadline=library.limiter.clock() + _METADATA_WAIT,
-                    settings=library.settings,
-                    limiter=library.limiter,
-                    patience=0,
-                )
-
-        flight = library.flights.fetch(
-            ("meta", arxiv_id),
-            lambda: _kept_or_fetched(
-                library.cache,
-                "meta",
+        flight = library.flight(
+            "meta",
+            arxiv_id,
+            lambda: fetch_metadata(
                 arxiv_id,
-                ask,
-                read=lambda body: _from_record(Paper, body),
-                write=_record,
-                wait=library.settings.deadline,
-                max_age=_CACHED_TTL,
-            )[0],
+                deadline=library.limiter.clock() + _METADATA_WAIT,
+                settings=library.settings,
+                limiter=library.limiter,
+                patience=0,
+            ),
+            urgency=urgency,
+            url=library.settings.api_url,
+            read=lambda body: _from_record(Paper, body),
+            write=_record,
+            max_age=_CACHED_TTL,
         )
         return library.awaited(flight, deadline, _API_LATE)
 
@@ -8740,52 +8713,23 @@ class PaperDownloads:
         """Semantic Scholar's counts and venue of the paper, written into its state: from the disk
         at once, else when the one fetch in flight for the paper (``PaperLibrary.s2``) answers,
         never waited on; a throttle or a failure is kept nowhere, and the paper goes without."""
-        base = _split_version(state.arxiv_id)[0]
+        base, cache = _split_version(state.arxiv_id)[0], self.library.cache
 
-        def arrived(found: Scholarly | None) -> None:
+        def arrived(record: bytes) -> None:
             with self.library.scheduler.changed:
-                state.metadata.scholarly = found
-                self.library.scheduler.changed.notify_all()
+                state.metadata.scholarly = _from_record(Scholarly, record)
 
-        def answered(future: "concurrent.futures.Future[Scholarly | None]") -> None:
+        def answered(future: "concurrent.futures.Future[bytes]") -> None:
             if (error := future.exception()) is not None:
                 log.info("no Semantic Scholar context for %s: %s", base, error)
             else:
                 arrived(future.result())
 
-        if (kept := self.s2_kept(Scholarly, base)) is not None:
-            arrived(_from_record(Scholarly, kept))
+        # as ``PaperLibrary.s2_flight`` keeps it
+        if cache is not None and (kept := cache.get("s2-Scholarly", base, _CACHED_TTL)):
+            arrived(kept)
         else:
             self.library.s2_flight(Scholarly, base, fetch_scholarly).add_done_callback(answered)
-
-    def s2_kept(self, kind: type, base: str) -> bytes | None:
-        """Semantic Scholar's ``kind`` record of the paper ``base`` as kept on disk (for a day), or
-        None."""
-        cache = self.library.cache
-        return cache.get(f"s2-{kind.__name__}", base, _CACHED_TTL) if cache is not None else None
-
-    def s2_record(self, kind: type, base: str, fetch: Callable[..., Any]) -> Any:
-        """What Semantic Scholar says of the paper ``base`` (an id without version), a ``kind``
-        record: kept on disk for a day ("unknown" too), else asked (``fetch``) in its turn and
-        kept; None when it does not know the paper.  Raises ArxivError when it cannot answer
-        now."""
-        library = self.library
-
-        def ask() -> bytes:
-            with library.scheduler.request_turn(lambda: URGENT_SMALL, url=library.settings.s2_url):
-                return _record(fetch(base, settings=library.settings, limiter=library.limiter))
-
-        body, _ = _kept_or_fetched(  # kept as bytes: "null", S2 does not know it, is kept too
-            library.cache,
-            f"s2-{kind.__name__}",
-            base,
-            ask,
-            read=bytes,
-            write=bytes,
-            wait=self.library.settings.deadline,
-            max_age=_CACHED_TTL,
-        )
-        return _from_record(kind, body)
 
     def refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
@@ -8880,16 +8824,6 @@ class PaperLibrary:
         converters = (ConverterProcess(), ConverterProcess(layout=False))
         return cls(settings, limiter, cache, converters, ask_s2=True)
 
-    def read_whole(self, arxiv_id: str, policy: str | None = None) -> Reading | None:
-        """The paper with its full text, once it is in memory, read and converted, else None (it
-        asks nothing)."""
-        with self.scheduler.changed:
-            state = self._states.get((arxiv_id, policy or self.settings.source))
-            if state is None or state.loading:
-                return None
-            reading = _answer(state, FULL, self.settings.max_pages)
-        return reading if isinstance(reading, Reading) else None
-
     def scholarly(self, arxiv_id: str, wait: float) -> Scholarly | None:
         """Semantic Scholar's counts and venue of the paper, for the server's library (``ask_s2``):
         known (in memory, or on disk for a day), else waited for ``wait`` seconds at most
@@ -8919,7 +8853,7 @@ class PaperLibrary:
         ``wait`` seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming
         it, ``_S2_SLOW`` past the wait."""
         flight = self.s2_flight(kind, base, fetch)
-        return self.awaited(flight, self.limiter.clock() + wait, _S2_SLOW)
+        return _from_record(kind, self.awaited(flight, self.limiter.clock() + wait, _S2_SLOW))
 
     def awaited(
         self, flight: "concurrent.futures.Future[_Kept]", deadline: float | None, late: str
@@ -8935,11 +8869,52 @@ class PaperLibrary:
 
     def s2_flight(
         self, kind: type, base: str, fetch: Callable[..., Any]
-    ) -> "concurrent.futures.Future[Any]":
-        """The one fetch in flight of Semantic Scholar's ``kind`` record of the paper ``base``
-        (``PaperDownloads.s2_record``), as a future."""
+    ) -> "concurrent.futures.Future[bytes]":
+        """The one fetch in flight of Semantic Scholar's ``kind`` record of the paper ``base`` (an
+        id without version), as ``_record`` writes it: kept on disk for a day ("null", when S2 does
+        not know the paper, too), else asked (``fetch``)."""
+        return self.flight(
+            f"s2-{kind.__name__}",
+            base,
+            lambda: _record(fetch(base, settings=self.settings, limiter=self.limiter)),
+            url=self.settings.s2_url,
+            read=bytes,
+            write=bytes,
+            max_age=_CACHED_TTL,
+        )
+
+    def flight(
+        self,
+        kind: str,
+        key: str,
+        fetch: Callable[[], _Kept],
+        *,
+        url: str,
+        read: Callable[[bytes], _Kept | None],
+        write: Callable[[_Kept], bytes],
+        urgency: Callable[[], int] = lambda: URGENT_SMALL,
+        max_age: float | None = None,
+    ) -> "concurrent.futures.Future[_Kept]":
+        """The one fetch in flight in the process of ``kind`` of ``key``, as a future: what the disk
+        keeps (``_kept_or_fetched``: ``read``, ``write``, ``max_age``), else ``fetch()`` in its
+        turn (``request_turn``: ``urgency``, the host of ``url``)."""
+
+        def asked() -> _Kept:
+            with self.scheduler.request_turn(urgency, url=url):
+                return fetch()
+
         return self.flights.fetch(
-            (f"s2-{kind.__name__}", base), lambda: self.downloads.s2_record(kind, base, fetch)
+            (kind, key),
+            lambda: _kept_or_fetched(
+                self.cache,
+                kind,
+                key,
+                asked,
+                read=read,
+                write=write,
+                wait=self.settings.deadline,
+                max_age=max_age,
+            )[0],
         )
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
@@ -9096,7 +9071,6 @@ class PaperLibrary:
             ):
                 self._forget(state)  # the next call tries again
             self._evict()
-            self.scheduler.changed.notify_all()
 
     def _job_done(self, state: _PaperState, outcome: JobOutcome) -> None:
         """Write what a PDF job made into the paper's state: its structure, a converted page (and
@@ -9115,7 +9089,6 @@ class PaperLibrary:
                 state.pdf.pages = {**state.pdf.pages, page: made.markdown}
                 state.pdf.regions = {**state.pdf.regions, page: made.regions}
             progress = len(state.pdf.pages), state.pdf.structure.page_count
-            self.scheduler.changed.notify_all()
         if isinstance(outcome, tuple):
             state.callers.tell(
                 self.scheduler.changed, f"Converted page {outcome[0]} of {progress[1]}", *progress
@@ -9527,7 +9500,8 @@ def answer_citations(call: ReadCall) -> Answer:
             "days); try again later."
         )
     try:
-        scholarly = counted.result(max(0.0, until - time.monotonic())) if counted else None
+        left = max(0.0, until - time.monotonic())
+        scholarly = _from_record(Scholarly, counted.result(left)) if counted else None
     except Exception:  # slow or failing: the header goes without the total
         scholarly = None
     return Answer(format_citing(call.arxiv_id, citing, call.request.words, call.page, scholarly))

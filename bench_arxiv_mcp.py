@@ -1533,7 +1533,7 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     converter.stop()
     structures = am.ConverterProcess(layout=False)  # as the server's for structure passes
     light = timed(structures.structure, key, pdfs["1111.2011v2"])[0]
-    structures_rss = psutil.Process(structures.process.pid).memory_info().rss / 1e6
+    structures_rss = psutil.Process(structures.generation.process.pid).memory_info().rss / 1e6
     structures.stop()
     print(
         f"| a new converter: its first structure pass (1111.2011v2) {first:.2f} s, a second "

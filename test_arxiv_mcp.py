@@ -328,6 +328,17 @@ def call(**arguments):
     return am.arxiv_tool(**arguments)
 
 
+def read_whole(library, arxiv_id, policy=None):
+    """The paper with its full text, once ``library`` has it in memory, read and converted, else
+    None: it asks nothing."""
+    state = library.papers().get((arxiv_id, policy or library.settings.source))
+    with library.scheduler.changed:
+        if state is None or state.loading:
+            return None
+        reading = am._answer(state, am.FULL, library.settings.max_pages)
+    return reading if isinstance(reading, am.Reading) else None
+
+
 # ---------------------------------------------------------------------------
 # Set-up: the script header and pyproject agree
 # ---------------------------------------------------------------------------
@@ -6056,7 +6067,7 @@ def listed_sizes(overview):
 def converted_overview(env, arxiv_id):
     """The overview once the background conversion has filled the cache."""
     call(paper=arxiv_id)  # starts the read, if nothing has yet
-    wait_for(lambda: env.library.read_whole(arxiv_id), what=f"{arxiv_id}'s conversion")
+    wait_for(lambda: read_whole(env.library, arxiv_id), what=f"{arxiv_id}'s conversion")
     return call(paper=arxiv_id)
 
 
@@ -6306,7 +6317,7 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
         "    sys.stdout.write(am.arxiv_tool(paper=paper).split('## Sections')[1])\n"
         "assert 'V Discussion' in am.arxiv_tool(paper='1111.2011v2', section='full')\n"
         "assert am.arxiv_answer(am.ToolCall(paper='1111.2011v2', section='figure 1')).images\n"
-        "converter = am.LIBRARY.scheduler.converter.process is not None  # it rendered\n"
+        "converter = am.LIBRARY.scheduler.converter.generation is not None  # it rendered\n"
         "sys.stdout.write(f'pymupdf {\"pymupdf\" in sys.modules} converter {converter}')\n"
     )
     runs, environment = [], server_environment(base, tmp_path)
@@ -6672,7 +6683,7 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     states[0].revision += 1  # a change of the paper, after which its page plan is made again
     assert scheduler.job_for(states[0])[0] < jobs[2][0]
     # a caller waits for a download: no background page is begun
-    scheduler.downloading = lambda: True
+    scheduler._pdf_coming = lambda waited_for=False: True
     assert scheduler.job_for(states[2]) is None and scheduler.job_for(states[0]) is not None
 
 
@@ -6827,7 +6838,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
     )
     release.set()
     wait_for(
-        lambda: env.library.read_whole("1111.2011v2"), what="the background read to fill the cache"
+        lambda: read_whole(env.library, "1111.2011v2"), what="the background read to fill the cache"
     )
     assert "## I Introduction" in call(paper="1111.2011v2", section="full")
     assert len(env.requests) == 3  # arXiv's "No HTML", the PDF, the metadata
@@ -6964,20 +6975,20 @@ def test_a_job_the_converter_fails_or_hangs_on_fails_alone(monkeypatch):
         # told by the process, which goes on
         with pytest.raises(am.ArxivError, match="The PDF is corrupt"):
             process.structure(("damaged", "pdf"), b"%PDF-1.4 damaged")
-        first = process.process.pid
+        first = process.generation.process.pid
         assert am._from_record(am.Structure, process.structure(key, PDF_1111)).page_count == 8
         assert not process.holds(key), "a structure pass opens its PDF for itself alone"
         assert (
             "Quantum"
             in am._from_record(am.PageMarkdown, process.page(key, PDF_1111, 1, None)).markdown
         )
-        assert process.process.pid == first and process.holds(key)
+        assert process.generation.process.pid == first and process.holds(key)
         # (past the process's start, which takes longer under load)
         monkeypatch.setattr(am, "_JOB_LIMIT", 2.0)
         process.stop()  # in a fresh process, alone: one hang is proof enough
         with pytest.raises(am.ArxivError, match="This PDF stopped the converter"):
             process.page(key, PDF_1111, 2, None)
-        assert process.process is None and not process.holds(key), "ended"
+        assert process.generation is None and not process.holds(key), "ended"
         assert (
             "Quantum"
             in am._from_record(am.PageMarkdown, process.page(key, PDF_1111, 1, None)).markdown
@@ -7036,7 +7047,7 @@ def test_a_lane_whose_converter_cannot_start_tries_again_after_a_pause_and_lives
 def test_two_threads_stopping_a_converter_at_once_end_it_without_an_error():
     converter = am.ConverterProcess(QuickConverter, layout=False)
     converter.start()
-    child = converter.process
+    child = converter.generation.process
     overlapping(4, lambda _: converter.stop())
     assert converter.generation is None and not converter.running and not child.is_alive()
 
@@ -7101,7 +7112,7 @@ def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypa
     html_env.teardown.append(process.stop)
     monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
     assert "## Sections" in call(paper="1111.2011v2")  # its structure pass went well
-    first = process.process.pid
+    first = process.generation.process.pid
     answer = call(paper="1111.2011v2", section="V")
     attempts = (tmp_path / "attempts").read_text().splitlines()
     assert len(attempts) == 3 and len(set(attempts)) == 1, attempts  # one page, three processes
@@ -7112,7 +7123,7 @@ def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypa
     assert process.generation is None
     text = call(paper="2203.00274v2", section="full")  # the next paper: a new converter
     assert "Benchmark" in text and "unavailable" not in text
-    assert process.process.pid != first
+    assert process.generation.process.pid != first
     assert call(paper="1111.2011v2", section="V") == answer, (
         "the paper that killed it is not tried again"
     )
@@ -7146,7 +7157,7 @@ def test_a_converter_killed_mid_job_loses_no_paper(html_env, monkeypatch, tmp_pa
         killed.add(pid)
     for reader in readers:
         reader.join(30)
-    assert process.process.pid not in killed
+    assert process.generation.process.pid not in killed
     clean = am.PaperLibrary(settings, html_env.library.limiter, converters=(QuickConverter(), None))
     monkeypatch.setattr(am, "LIBRARY", clean)
     try:
@@ -7239,11 +7250,11 @@ def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkey
         html_env.library, "settings", am.Settings(source="pdf", converter_idle=1.0, deadline=600)
     )
     assert "Benchmark" in call(paper="2203.00274v2", section="full")
-    first = process.process
-    wait_for(lambda: process.process is None, what="the idle converter to exit")
+    first = process.generation.process
+    wait_for(lambda: process.generation is None, what="the idle converter to exit")
     assert not first.is_alive() and not html_env.library.scheduler.has_work()
     assert "Quantum" in call(paper="1111.2011v2", section="full")
-    assert process.process.pid != first.pid, "a new converter"
+    assert process.generation.process.pid != first.pid, "a new converter"
 
 
 def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_for_them(
@@ -7256,11 +7267,13 @@ def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_fo
         html_env.library, "settings", am.Settings(source="pdf", converter_idle=0.2, deadline=600)
     )
     assert "V Discussion" in call(paper="1111.2011v2")
-    wait_for(lambda: structures.process is None, what="the idle converter to exit")
+    wait_for(lambda: structures.generation is None, what="the idle converter to exit")
     monkeypatch.setattr(am, "render_image", None)  # this process renders nothing
     images = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1")).images
     assert images and images[0].data.startswith(b"\x89PNG") and structures.running
-    wait_for(lambda: structures.process is None, what="the idle converter to exit after the image")
+    wait_for(
+        lambda: structures.generation is None, what="the idle converter to exit after the image"
+    )
 
 
 def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
@@ -7295,7 +7308,7 @@ def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(
         assert "kept on disk." in am.arxiv_tool(paper=paper, library=again)
         times.append(time.perf_counter() - started)
     assert max(times) < 0.3, times
-    assert len(html_env.urls) == asked and process.process is not None, (
+    assert len(html_env.urls) == asked and process.generation is not None, (
         "the background conversion began"
     )
     assert len(paper_state(again, "1111.2011v2").pdf.pages) < 8
@@ -7576,7 +7589,9 @@ def test_cache_is_bounded_by_count(env):
     env.pdfs["1111.2011"] = PDF_1111
     library.read("1111.2011v2")
     library.read("1111.2011")
-    assert library.read_whole("1111.2011v2") is None and library.read_whole("1111.2011") is not None
+    assert (
+        read_whole(library, "1111.2011v2") is None and read_whole(library, "1111.2011") is not None
+    )
 
 
 def test_reads_of_different_papers_keep_the_per_host_spacing(env, monkeypatch):
