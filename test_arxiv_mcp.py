@@ -1589,7 +1589,6 @@ def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(en
     assert f"**Published:** {ATOM_1111_PAPER.published}" in overview
 
 
-@pytest.mark.mcp
 def test_the_stdio_server_reads_on_while_the_api_throttles(tmp_path):
     """The real server process against a loopback arXiv whose API answers every request 429 "Rate
     exceeded.": the search is refused at once, the paper is read with its own metadata, and the API
