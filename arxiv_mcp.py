@@ -2815,9 +2815,8 @@ _NEXT_REFERENCE = re.compile(r"^(?:- )?(?:\[[0-9]+\]|[0-9]+\.?) +\S", re.M)
 def _reference_start(text: str, start: int) -> int | None:
     """Where the first reference list after ``start`` begins, or None."""
     first = _FIRST_REFERENCE.search(text, start)
-    if first is None or _NEXT_REFERENCE.search(text, first.end()) is None:
-        return None
-    return first.start()
+    found = first is not None and _NEXT_REFERENCE.search(text, first.end()) is not None
+    return first.start() if first and found else None
 
 
 def _with_reference_list(found: list[Section], source: _Text) -> list[Section]:
@@ -5050,9 +5049,7 @@ class _LatexmlWriter:
             return f"{text} (arXiv:{found})"
         if node.has("ltx_font_bold"):
             return f"**{text.strip()}**"
-        if node.has("ltx_font_italic", "ltx_emph"):
-            return f"*{text.strip()}*"
-        return text
+        return f"*{text.strip()}*" if node.has("ltx_font_italic", "ltx_emph") else text
 
     def line(self, node: _Node, **options: Any) -> str:
         """``inline``'s text of ``node`` on one line, its white space collapsed."""
@@ -6285,9 +6282,7 @@ def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> l
             )
         if matches[0] not in chosen:
             chosen.append(matches[0])
-    if not chosen:
-        return 'No section named. Give a section number or title, or "full".'
-    return chosen
+    return chosen or 'No section named. Give a section number or title, or "full".'
 
 
 _CHOICES_BUDGET = 1_000  # characters of section choices in an error message
@@ -7469,9 +7464,11 @@ class _HtmlState(_TextSource):
         )
         if not any(visual.kind for visual in request.visuals):
             return reading
-        if pdf.error is not None:
-            return dataclasses.replace(reading, image_error=str(pdf.error))
-        return pdf.with_pdf(reading, needed)
+        return (
+            pdf.with_pdf(reading, needed)
+            if pdf.error is None
+            else dataclasses.replace(reading, image_error=str(pdf.error))
+        )
 
 
 @dataclass(eq=False)
@@ -8931,9 +8928,12 @@ class PaperLibrary:
                 ),
                 None,
             )
-        if known is not None and known.updated:  # a listing's entry has no date for BibTeX's year
-            return known
-        return self.downloads.api_metadata(arxiv_id, lambda: URGENT_SMALL, deadline)
+        # a listing's entry has no date for BibTeX's year
+        return (
+            known
+            if known is not None and known.updated
+            else self.downloads.api_metadata(arxiv_id, lambda: URGENT_SMALL, deadline)
+        )
 
     def papers(self) -> dict[tuple[str, str], _PaperState]:
         """The papers in memory by (id, source), the least recently used first: a copy, to look at
@@ -9132,10 +9132,9 @@ def _log_unexpected(error: Exception) -> None:
 
 def _api_trouble(error: ArxivError) -> str:
     """Why the API's metadata is missing, as the metadata's note says it."""
-    if isinstance(error, Throttled):
-        return "arXiv's API is limiting requests"
-    # the cause is in the log: the paper is what the agent came for
-    return "arXiv's API did not answer"
+    # otherwise the cause is in the log: the paper is what the agent came for
+    throttled = isinstance(error, Throttled)
+    return "arXiv's API is limiting requests" if throttled else "arXiv's API did not answer"
 
 
 def _as_arxiv_error(error: Exception, message: str, transient: bool = False) -> ArxivError:
