@@ -1196,10 +1196,9 @@ def fetch_feed(
     """Query the arXiv API with ``params`` and parse the answer (see ``parse_feed``); ``patience``:
     see
     ``http_get``."""
-    url = api_url(params, settings)
     return parse_feed(
         _fetch_xml(
-            url,
+            api_url(params, settings),
             "application/atom+xml",
             "arXiv API",
             _api_rejection,
@@ -1468,8 +1467,7 @@ def build_search(
 
 
 def _short_authors(authors: Sequence[Author]) -> str:
-    names = [a.name for a in authors[:3]]
-    return ", ".join(names) + (" et al." if len(authors) > 3 else "")
+    return ", ".join(a.name for a in authors[:3]) + (" et al." if len(authors) > 3 else "")
 
 
 def format_search(request: SearchRequest, feed: Feed, cited: Mapping[str, int] = {}) -> str:
@@ -1661,10 +1659,9 @@ def fetch_listing(
     raises QueryRejected with its words.  Just past midnight a CDN may still serve the day before:
     such a feed stays current for ``_STALE_FEED_KEPT`` seconds."""
     settings = settings or SETTINGS
-    url = settings.rss_url.replace("{categories}", listing_name(categories))
     listing = parse_listing(
         _fetch_xml(
-            url,
+            settings.rss_url.replace("{categories}", listing_name(categories)),
             "application/rss+xml",
             "arXiv feed",
             _listing_rejection,
@@ -1779,8 +1776,13 @@ def fetch_scholarly(
     ArxivError naming Semantic Scholar: it is off, limiting requests past ``patience`` seconds
     (Throttled), failing, or answering what cannot be read."""
     base, _ = _split_version(arxiv_id)
-    path = f"paper/ARXIV:{base}?fields={_S2_PAPER_FIELDS}"
-    body = _s2_get(path, settings or SETTINGS, limiter, deadline=deadline, patience=patience)
+    body = _s2_get(
+        f"paper/ARXIV:{base}?fields={_S2_PAPER_FIELDS}",
+        settings or SETTINGS,
+        limiter,
+        deadline=deadline,
+        patience=patience,
+    )
     return parse_scholarly(body) if body is not None else None
 
 
@@ -1960,10 +1962,9 @@ def fetch_pdf(
 ) -> bytes:
     """Download a paper's PDF into memory and validate it (see ``check_pdf``)."""
     settings = settings or SETTINGS
-    url = settings.pdf_url.replace("{id}", arxiv_id)
     try:
         response = http_get(
-            url,
+            settings.pdf_url.replace("{id}", arxiv_id),
             accept="application/pdf",
             max_bytes=settings.max_pdf_bytes,
             deadline=deadline,
@@ -1999,12 +2000,12 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception:
         raise ArxivError("The PDF is corrupt and could not be opened.") from None
-    if doc.needs_pass:
+    unreadable = (
+        "is encrypted and cannot be read" if doc.needs_pass else "has no pages" * (not doc.page_count)
+    )
+    if unreadable:
         doc.close()
-        raise ArxivError("The PDF is encrypted and cannot be read.")
-    if doc.page_count == 0:
-        doc.close()
-        raise ArxivError("The PDF has no pages.")
+        raise ArxivError(f"The PDF {unreadable}.")
     return doc
 
 
@@ -2376,8 +2377,9 @@ _TEX_MATH = re.compile(r"(\$+[^$]+\$+)")  # TeX math as arXiv's HTML gives it: $
 
 def _outside_math(text: str, change: Callable[[str], str]) -> str:
     """``text`` with ``change`` made to what is not TeX math (``$…$``, which stays as written)."""
-    parts = _TEX_MATH.split(text)
-    return "".join(part if index % 2 else change(part) for index, part in enumerate(parts))
+    return "".join(
+        part if index % 2 else change(part) for index, part in enumerate(_TEX_MATH.split(text))
+    )
 
 
 def _strip_markup(markdown_line: str) -> str:
@@ -2876,10 +2878,11 @@ def _sections_in(source: _Text, outline: Outline = (), paper_title: str = "") ->
     """The sections of ``source`` in reading order: the outline placed in it when it
     has three entries or more, else the headings detected in it; a reference list
     without a heading becomes References."""
-    if len(outline) >= _MIN_OUTLINE_ENTRIES:
-        found = _place_outline(outline, source)
-    else:
-        found = _detected(source, paper_title)
+    found = (
+        _place_outline(outline, source)
+        if len(outline) >= _MIN_OUTLINE_ENTRIES
+        else _detected(source, paper_title)
+    )
     return _with_ends(_with_reference_list(found, source), len(source.text))
 
 
@@ -3765,8 +3768,10 @@ def _picture_words(text: str) -> str:
 
 
 def _image_hint(region: Region) -> str:
-    request = f"{region.kind.lower()} {region.number}"
-    return f'*[{region.label} (p. {region.page}): an image of it with section="{request}"]*'
+    return (
+        f"*[{region.label} (p. {region.page}): an image of it with "
+        f'section="{region.kind.lower()} {region.number}"]*'
+    )
 
 
 def _equation_line(group: Sequence[Region], approximate: bool) -> str:
@@ -4754,8 +4759,8 @@ class _LatexmlWriter:
         text = self.line(node)
         if text:
             self.paragraphs += 1
-            errors = sum(1 for _ in node.find_all(lambda n: n.has("ltx_ERROR")))
-            self.paragraphs_with_errors += bool(errors)
+            errors = next(node.find_all(lambda n: n.has("ltx_ERROR")), None)
+            self.paragraphs_with_errors += errors is not None
         self.emit(text)
 
     def section(self, node: _Node, level: int) -> None:
@@ -6525,16 +6530,16 @@ def find_across(
             if all(row[i] for row in found)
         ]
         counts[paper.arxiv_id] = (paper.title, len(matching))
-        for nth, (passage, found_here) in enumerate(matching):
-            hits.append(
-                _Hit(
-                    arxiv_id=paper.arxiv_id,
-                    section=_section_at(paper.sections, passage.offset),
-                    passage=passage,
-                    counts=found_here,
-                    nth=nth,
-                )
+        hits += (
+            _Hit(
+                arxiv_id=paper.arxiv_id,
+                section=_section_at(paper.sections, passage.offset),
+                passage=passage,
+                counts=found_here,
+                nth=nth,
             )
+            for nth, (passage, found_here) in enumerate(matching)
+        )
     weights = [
         math.log(1 + (searched - holding[n] + 0.5) / (holding[n] + 0.5)) for n in range(len(terms))
     ]
@@ -6705,7 +6710,7 @@ def _found_in_listing(listing: Listing, find: str) -> list[Announced]:
         Passage(page=0, offset=n, text=f"{p.title}\n{_authors(p.authors)}\n{p.abstract}")
         for n, p in enumerate(item.paper for item in listing.items)
     ]
-    hits = find_across([Findable("listing", "", passages)], find)[0]
+    hits, _, _ = find_across([Findable("listing", "", passages)], find)
     return [listing.items[hit.passage.offset] for hit in hits]
 
 
@@ -6811,9 +6816,9 @@ def format_visuals(
             else f"**{visual.label}** ({where}; {size})\n{text}"
         )
     if left_out:
-        named = ", ".join(left_out)
         parts.append(
-            f"[Left out to keep this answer small: {named}; ask for them in another call.]"
+            f"[Left out to keep this answer small: {', '.join(left_out)}; ask for them in another "
+            "call.]"
         )
     return "\n\n".join(parts), images
 
@@ -8818,8 +8823,13 @@ class PaperLibrary:
             if cache
             else None
         )
-        converters = (ConverterProcess(), ConverterProcess(layout=False))
-        return cls(settings, limiter, cache, converters, ask_s2=True)
+        return cls(
+            settings,
+            limiter,
+            cache,
+            converters=(ConverterProcess(), ConverterProcess(layout=False)),
+            ask_s2=True,
+        )
 
     def scholarly(self, arxiv_id: str, wait: float) -> Scholarly | None:
         """Semantic Scholar's counts and venue of the paper, for the server's library (``ask_s2``):
@@ -9132,9 +9142,10 @@ def _log_unexpected(error: Exception) -> None:
 
 def _api_trouble(error: ArxivError) -> str:
     """Why the API's metadata is missing, as the metadata's note says it."""
-    # otherwise the cause is in the log: the paper is what the agent came for
-    throttled = isinstance(error, Throttled)
-    return "arXiv's API is limiting requests" if throttled else "arXiv's API did not answer"
+    if isinstance(error, Throttled):
+        return "arXiv's API is limiting requests"
+    # the cause is in the log: the paper is what the agent came for
+    return "arXiv's API did not answer"
 
 
 def _as_arxiv_error(error: Exception, message: str, transient: bool = False) -> ArxivError:
@@ -9275,12 +9286,11 @@ def read_answer(
     request = parse_read(section, find)
     if isinstance(request, str):
         return Answer(f"{ERROR} {request}")
-    deadline = _deadline(library.settings, library.limiter)
     call = ReadCall(
         library=library,
         arxiv_id=arxiv_id,
         request=request,
-        deadline=deadline,
+        deadline=_deadline(library.settings, library.limiter),
         listener=listener,
         page=page,
     )
@@ -9623,8 +9633,9 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) ->
     """The latest announcement of the categories (``PaperLibrary.listing``), narrowed by ``find``
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
     request, words = call.search(), (call.find or "").strip()
-    deadline = _deadline(library.settings, library.limiter)
-    listing = library.catalogue.listing(request.categories, deadline)
+    listing = library.catalogue.listing(
+        request.categories, _deadline(library.settings, library.limiter)
+    )
     if listing.items:
         return Answer(format_listing(request, listing, words))
     due = next_announcement(datetime.datetime.now(datetime.UTC))
@@ -9700,9 +9711,9 @@ def arxiv_answer(
         return Answer(f"{ERROR} {error}")
     except Exception as error:
         _log_unexpected(error)
-        failure = type(error).__name__
         return Answer(
-            f"{ERROR} an internal error occurred ({failure}); the server is still running."
+            f"{ERROR} an internal error occurred ({type(error).__name__}); the server is still "
+            "running."
         )
 
 
