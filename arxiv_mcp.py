@@ -2001,7 +2001,9 @@ def _open_pdf(data: bytes) -> "pymupdf.Document":
     except Exception:
         raise ArxivError("The PDF is corrupt and could not be opened.") from None
     unreadable = (
-        "is encrypted and cannot be read" if doc.needs_pass else "has no pages" * (not doc.page_count)
+        "is encrypted and cannot be read"
+        if doc.needs_pass
+        else "has no pages" * (not doc.page_count)
     )
     if unreadable:
         doc.close()
@@ -2385,8 +2387,7 @@ def _outside_math(text: str, change: Callable[[str], str]) -> str:
 def _strip_markup(markdown_line: str) -> str:
     """A Markdown line's text without heading marks, emphasis and <sup> markup; TeX math as it is
     (``$\\beta_{1}$``)."""
-    text = re.sub(r"^#+\s*", "", markdown_line.strip())
-    text = re.sub(r"<sup>.*?</sup>", "", text)
+    text = re.sub(r"<sup>.*?</sup>", "", re.sub(r"^#+\s*", "", markdown_line.strip()))
 
     def plain(part: str) -> str:
         part = part.replace("**", "").replace("__", "")
@@ -3246,8 +3247,9 @@ def _announces(sentence: str) -> bool:
 
 def _first_sentence(text: str, labels: Sequence[str]) -> str:
     """The sentence that says what a section is about: its text's first, after its heading line and
-    any further lines of the heading (``labels[0]``), its subsections' headings and the running
-    heads (the rest: a section that opens straight into its first subsection takes that one's),
+    any further lines of the heading (``labels[0]``) and its subsections' headings (the rest: a
+    section that opens straight into its first subsection takes that one's; the running heads are
+    out of the text, ``_unfurnished``),
     figure and equation lines and a footnote's, in prose, past an opening that only announces the
     section (``_announces``); shortened to ``_SENTENCE_CHARS``."""
     lines = text[:_SENTENCE_WINDOW].replace("-\n", "").splitlines()[1:]
@@ -3303,16 +3305,11 @@ def _overview(
     source: str = _PDF_SOURCE,
 ) -> Overview:
     """An Overview of ``text`` whose sections (placed in it, in reading order) are ``sections``."""
-    # lines the pages repeat (a running head, "Trilling et al."), which no preview opens with
-    repeated = Counter(text.splitlines())
-    heads = [line for line, count in repeated.items() if count >= _RUNNING_HEAD_REPEATS]
 
-    def labels(section: Section) -> list[str]:  # its own, then its subsections' and the heads
-        return (
-            [section.label]
-            + [s.label for s in sections if section.start < s.start < section.end]
-            + heads
-        )
+    def labels(section: Section) -> list[str]:  # its own, then its subsections'
+        return [section.label] + [
+            s.label for s in sections if section.start < s.start < section.end
+        ]
 
     rows = tuple(
         SectionSummary(
@@ -3782,10 +3779,12 @@ def _equation_line(group: Sequence[Region], approximate: bool) -> str:
         return f"*Equation (p. {first.page}):* {first.text}" + (
             " *[approximate text]*" if approximate else ""
         )
-    request = f'section="equation {first.number}"'
-    how = f"approximate text; exact image: {request}" if approximate else f"image: {request}"
+    how = "approximate text; exact image" if approximate else "image"
     numbers = ", ".join(f"({region.number})" for region in group)
-    return f"*Equation {numbers}, p. {first.page}:* {first.text} *[{how}]*"
+    return (
+        f"*Equation {numbers}, p. {first.page}:* {first.text} "
+        f'*[{how}: section="equation {first.number}"]*'
+    )
 
 
 @dataclass(frozen=True)
@@ -4063,6 +4062,70 @@ def _equation_pages(page_texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return {number: tuple(found) for number, found in pages.items()}
 
 
+# Page furniture: what the typesetter repeats on the pages' margins (the venue line, the short
+# title, the authors' running head, page numbers).  It is found where the text layer has it, in the
+# first and last block of a page, and taken out of every text of the PDF: never mid-sentence in a
+# section, never a ``find`` hit on every page.
+# The pages a margin line recurs on to be furniture, at least (a heading is printed once), and as a
+# share of all (a running head is on every page or every other; an author list's or a figure's
+# lines at a margin recur less).
+_FURNITURE_PAGES, _FURNITURE_SHARE = 3, 0.2
+_FURNITURE_LETTERS = 4  # fewer letters are an author list's marks ("a", "b") or an axis's unit
+
+
+def _furniture_key(line: str) -> str:
+    """How a margin line is known across pages: its letters, lower case, without the page numbers
+    it holds; "#" for a page number alone; "" for a line that cannot be furniture: a section's
+    name, or one with fewer than ``_FURNITURE_LETTERS`` letters."""
+    letters = "".join(ch for ch in _match_key(line) if not ch.isdigit())
+    never = len(letters) < _FURNITURE_LETTERS or _name_role(line.strip())
+    return "#" if line.strip().isdigit() else "" if never else letters
+
+
+def _page_furniture(page_blocks: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """The keys (``_furniture_key``) of the lines that stand in the first or last text block of
+    enough pages (``_FURNITURE_PAGES``, ``_FURNITURE_SHARE``), and of such blocks' lines joined (a
+    converter may join them)."""
+    margins = Counter(
+        key
+        for blocks in page_blocks
+        for key in {
+            _furniture_key(line)
+            for block in {*blocks[:1], *blocks[-1:]}
+            for line in (*block.splitlines(), block.replace("\n", " "))
+        }
+        if key
+    )
+    least = max(_FURNITURE_PAGES, _FURNITURE_SHARE * len(page_blocks))
+    return tuple(sorted(key for key, pages in margins.items() if pages >= least))
+
+
+def _unfurnished(text: str, furniture: Sequence[str]) -> str:
+    """``text`` (a page's converted Markdown, or a margin block of its text layer) without the lines
+    of ``furniture`` that open or close it (blank lines stay): a run of them that holds a running
+    head, stands apart (a blank line between it and the paper's text) or is the whole text (a page
+    number's block).  A number right above the paper's own text is a section's ("1" above
+    "Introduction"); a Markdown heading is the paper's."""
+    lines = text.splitlines(keepends=True)
+
+    def furnishing(line: str) -> bool:
+        return (
+            not line.strip()
+            or not line.lstrip().startswith("#")
+            and (_furniture_key(line) in furniture)
+        )
+
+    for order in (range(len(lines)), range(len(lines) - 1, -1, -1)):
+        run = list(itertools.takewhile(lambda index: furnishing(lines[index]), order))
+        if run and (  # apart, or the whole text, or holding a running head
+            len(run) == len(lines)
+            or not lines[run[-1]].strip()
+            or any(_furniture_key(lines[i]) not in "#" for i in run)
+        ):
+            lines[:] = [("" if i in run and line.strip() else line) for i, line in enumerate(lines)]
+    return "".join(lines)
+
+
 # The structure pass: what the PDF's text layer tells in milliseconds a page, before any page is
 # converted.
 
@@ -4085,6 +4148,8 @@ class Structure:
     hidden: tuple[
         Hidden, ...
     ] = ()  # the passages a reader cannot see, left out of all of the above
+    # its pages' furniture (``_page_furniture``), left out of all of the above and of the pages
+    furniture: tuple[str, ...] = ()
 
     def hidden_on(self, page: int) -> list[Hidden] | None:
         """The hidden passages of ``page`` in a structure read whole; None past the pages such a
@@ -4123,6 +4188,14 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
         front = _part_or_empty(
             "the front matter", lambda: pdf_front(doc, blocks[0] if blocks else []), FrontMatter()
         )
+    furniture = _part_or_empty("the page furniture", lambda: _page_furniture(blocks), ())
+    blocks = [
+        [
+            _unfurnished(block, furniture) if block in (page[0], page[-1]) else block
+            for block in page
+        ]
+        for page in blocks
+    ]
     texts = ["".join(page) for page in blocks]
     if len(re.sub(r"\s+", "", "".join(texts))) < _MIN_TEXT_CHARS:
         raise ArxivError(_SCANNED)
@@ -4137,6 +4210,7 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
         _part_or_empty("the equation pages", lambda: _equation_pages(texts), {}),
         front,
         tuple(passage for _, hidden in layers for passage in hidden),
+        furniture,
     )
 
 
@@ -4308,7 +4382,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int | None = None) -> PdfText:
             with _PDF_LOCK:
                 pages.append(convert_page(doc, page, structure.hidden_on(page)))
     return PdfText(
-        tuple(page.markdown for page in pages),
+        tuple(_unfurnished(page.markdown, structure.furniture) for page in pages),
         structure.page_count,
         structure.outline,
         regions=tuple(region for page in pages for region in page.regions),
@@ -5100,8 +5174,7 @@ def _page_version(page: str, arxiv_id: str) -> int | None:
     """The version of ``arxiv_id`` that a page names most often (``<base
     href="/html/2407.16314v1/">``, its images, arXiv's stamp), or None when it names none (as
     ar5iv's pages)."""
-    base = re.escape(_split_version(arxiv_id)[0])
-    named = Counter(re.findall(rf"{base}v([0-9]+)", page))
+    named = Counter(re.findall(rf"{re.escape(_split_version(arxiv_id)[0])}v([0-9]+)", page))
     return int(named.most_common(1)[0][0]) if named else None
 
 
@@ -6530,16 +6603,16 @@ def find_across(
             if all(row[i] for row in found)
         ]
         counts[paper.arxiv_id] = (paper.title, len(matching))
-        hits += (
-            _Hit(
-                arxiv_id=paper.arxiv_id,
-                section=_section_at(paper.sections, passage.offset),
-                passage=passage,
-                counts=found_here,
-                nth=nth,
+        for nth, (passage, found_here) in enumerate(matching):
+            hits.append(
+                _Hit(
+                    arxiv_id=paper.arxiv_id,
+                    section=_section_at(paper.sections, passage.offset),
+                    passage=passage,
+                    counts=found_here,
+                    nth=nth,
+                )
             )
-            for nth, (passage, found_here) in enumerate(matching)
-        )
     weights = [
         math.log(1 + (searched - holding[n] + 0.5) / (holding[n] + 0.5)) for n in range(len(terms))
     ]
@@ -7052,8 +7125,9 @@ def _kept_or_fetched(
 # 2: the structure pass and the parsed HTML keep the front matter; 3: and the hidden passages; 4:
 # the parsed HTML keeps where its figures, tables and equations stand; 5: a structure's estimated
 # overview is its ``overview``; 6: a page's boxes in its text layer's order, bookmarks to earlier
-# pages left out of the outline; 7: an overview's rows keep their size
-_TEXT_FORMAT = 7
+# pages left out of the outline; 7: an overview's rows keep their size; 8: page furniture is left
+# out (``_page_furniture``)
+_TEXT_FORMAT = 8
 
 
 def _record(value: Any) -> bytes:
@@ -7407,7 +7481,9 @@ class _PdfState(_TextSource):
         empty (the same text once every page is converted)."""
         numbers = self.full_pages(max_pages) if full else range(1, max(self.pages, default=0) + 1)
         pdf = PdfText(
-            tuple(self.pages.get(page, "") for page in numbers),
+            tuple(
+                _unfurnished(self.pages.get(page, ""), self.structure.furniture) for page in numbers
+            ),
             self.structure.page_count,
             self.structure.outline,
             frozenset(page for page in numbers if page not in self.pages),
@@ -8295,12 +8371,12 @@ def _answer(
     reading = dataclasses.replace(
         reading, hidden=state.hidden, sections=chosen, scholarly=state.metadata.scholarly
     )
-    if reading.overview is not None and state.text_source.from_disk:
-        overview = dataclasses.replace(
-            reading.overview, source=f"{reading.overview.source}, kept on disk"
-        )
-        return dataclasses.replace(reading, overview=overview)
-    return reading
+    if reading.overview is None or not state.text_source.from_disk:
+        return reading
+    source = f"{reading.overview.source}, kept on disk"
+    return dataclasses.replace(
+        reading, overview=dataclasses.replace(reading.overview, source=source)
+    )
 
 
 def _late(state: _PaperState, deadline_s: float) -> Reading | ArxivError:

@@ -3614,7 +3614,7 @@ def test_the_outline_of_a_pdf_lists_headings_past_the_page_cap_without_convertin
     assert delivered == [], "answered from the structure pass"
     assert re.findall(r"\*\*([0-9.]+) ", outline) == ["9", "9.1", "9.2"]
     assert (
-        "- **9.2 Effective Field Theory constraints** (≈15,200 chars, ~3,800 tokens): The "
+        "- **9.2 Effective Field Theory constraints** (≈15,100 chars, ~3,775 tokens): The "
         "measurements" in outline
     )
     every = call(paper="2502.21088v1", section="outline")
@@ -4376,6 +4376,71 @@ def test_each_section_of_the_shared_pages_holds_its_own_paragraphs():
     )
     assert found.displaced == [] and found.disordered == []
     assert found.sentences >= 300 and found.share_present >= 0.995, found.missing
+
+
+# Page furniture (issue 59): the running heads that the corpus's PDFs print on every page or every
+# other, as they print them.
+RUNNING_HEADS = {
+    "2302.07302v1": (
+        "CHI ’23, April 23–28, 2023, Hamburg, Germany",
+        "Chang et al.",
+        "CiteSee: Augmenting Citations in Scientific Papers with Personalized Context",
+    ),
+    "1707.04066v1": ("DECam: Size distribution of NEOs", "Trilling et al."),
+    "2310.07875v1-pg1-6_22": ("A PREPRINT", "TabLib"),
+}
+
+
+@pytest.mark.parametrize("name", RUNNING_HEADS)
+def test_running_heads_are_left_out_of_the_text_layer_and_the_first_page_keeps_its_own(
+    name, structure_once
+):
+    """The structure pass finds the running heads on the pages' margins, and no passage that
+    ``find`` searches begins with one; the first page's title and, for an ACM paper, its reference
+    block naming the conference stay, as does every passage of a paper with no running head."""
+    structure = structure_once(corpus_file("pdf", f"{name}.pdf").read_bytes())
+    heads = RUNNING_HEADS[name]
+    assert {am._furniture_key(head) for head in heads} <= set(structure.furniture)
+    furniture = re.compile("|".join(map(re.escape, heads)) + r"|[0-9\s]")
+    assert not [
+        p.text
+        for p in structure.passages
+        if p.page > 1 and any(head in p.text for head in heads) and not furniture.sub("", p.text)
+    ]
+    first_page = " ".join(p.text for p in structure.passages if p.page == 1)
+    assert structure.front.title.split(":")[0].lower() in first_page.lower()
+    if name == "2302.07302v1":
+        assert "ACM Reference Format" in first_page and "Hamburg, Germany. ACM" in first_page
+    plain = structure_once(PDF_1111)  # no running head: the page numbers alone
+    assert plain.furniture == ("#",) and len(plain.passages) > 100
+
+
+@pytest.mark.parametrize(
+    "name, pages", [("2302.07302v1", 4), ("1707.04066v1", 4), ("2310.07875v1-pg1-6_22", 3)]
+)
+def test_running_heads_never_stand_in_a_section_and_each_section_keeps_its_place(
+    name, pages, monkeypatch, page_once
+):
+    """The converted text with the pages' furniture left out against the pages as printed (the same
+    conversions): the same sections, each with the same lines but the running heads and page
+    numbers, and none of those inside a section."""
+    data, heads = corpus_file("pdf", f"{name}.pdf").read_bytes(), RUNNING_HEADS[name]
+    monkeypatch.setattr(am, "_page_markdown", page_once)
+    text = am.PaperText.from_pdf(am.pdf_to_markdown(data, max_pages=pages))
+    monkeypatch.setattr(am, "_unfurnished", lambda page, furniture: page)
+    printed = am.PaperText.from_pdf(am.pdf_to_markdown(data, max_pages=pages))
+
+    def lines(paper, section):  # as they read, without emphasis
+        return [line.strip(" *_") for line in paper.body(section).splitlines() if line.strip()]
+
+    assert [s.label for s in text.sections] == [s.label for s in printed.sections]
+    assert any(head in lines(printed, s) for s in printed.sections for head in heads)
+    for own, as_printed in zip(text.sections, printed.sections):
+        kept = lines(text, own)
+        assert not [line for line in kept if line in heads]
+        assert [line for line in lines(printed, as_printed) if line not in kept] == [
+            line for line in lines(printed, as_printed) if line in heads or line.isdigit()
+        ]
 
 
 @pytest.mark.parametrize("name", corpus_pdfs(), ids=lambda name: name.removesuffix(".pdf"))
@@ -6090,7 +6155,7 @@ def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypa
     assert len(document) <= 10_500
     shown, note = document.rsplit("\n\n", 1)
     assert re.fullmatch(
-        r"\[Truncated: showed [0-9,]+ of 44,458 characters \(ARXIV_MAX_CHARS\)\. The cut fell in "
+        r"\[Truncated: showed [0-9,]+ of 44,437 characters \(ARXIV_MAX_CHARS\)\. The cut fell in "
         r'section "I Introduction"; continue with section="I" and the sections after it '
         r'\(next: "II"\)\. Source: https://arxiv\.org/pdf/1111\.2011v2\]',
         note,
