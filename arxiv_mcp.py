@@ -5567,12 +5567,15 @@ _AUTHOR_YEAR_ENTRY = re.compile(
 )
 # - [Vaswani et al. (2017)] ...: arXiv's HTML, author-year
 _KEYED_ENTRY = re.compile(r"^- \[[^\]\n]+\] ", re.M)
+_LISTED_ENTRY = re.compile(r"^- ", re.M)  # - Joshua Ainslie, ... 2020. ...: a converted list's item
 _MIN_NUMBERED = 3  # entries numbered 1, 2, 3 at least make a numbered list
 _CITED_ID = re.compile(
     r"arxiv\.org/(?:abs|pdf)/(?P<url>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
     r"|arXiv:\s*(?P<prefixed>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
     r"|(?<![\w/.-])(?P<legacy>[a-z]+(?:-[a-z]+)?(?:\.[a-z]{2})?/[0-9]{7})(?![0-9])"
-    r"|(?<![\w.])(?P<classed>[0-9]{4}\.[0-9]{4,5})(?:v[0-9]+)?\s*\[[a-z-]+(?:\.[a-z-]+)?(?:,\s*[a-z.-]+)*\]",
+    r"|(?<![\w.])(?P<classed>[0-9]{4}\.[0-9]{4,5})(?:v[0-9]+)?\s*\[[a-z-]+(?:\.[a-z-]+)?(?:,\s*[a-z.-]+)*\]"
+    r"|\bCoRR,?[\s*]+abs/(?P<corr>[0-9]{4}\.[0-9]{4,5})"  # DBLP's form of an arXiv paper
+    r"|\b10\.48550/arXiv\.(?P<doi>[0-9]{4}\.[0-9]{4,5})",  # arXiv's DOI
     re.I,
 )
 # Ids broken across a line: "arXiv:2104.\n08809", "hep-\nth/9711200", "arxiv.org/\nabs/...".
@@ -5598,11 +5601,10 @@ def _numbered_entries(text: str) -> list[tuple[int, int]]:
 
 def reference_entries(text: str) -> int:
     """How many entries a reference list holds: its numbers (``[1]``, ``1.``) when they run
-    from 1, else its entries led by their citation keys, else its author-year entries (``Surname, I.
-    ... 2015``)."""
+    from 1, else its entries (``_entry_texts``)."""
     if numbered := _numbered_entries(text):
         return max(number for _, number in numbered)
-    return len(_KEYED_ENTRY.findall(text)) or len(_AUTHOR_YEAR_ENTRY.findall(text))
+    return len(_entry_texts(text))
 
 
 def _references_summary(text: str) -> str:
@@ -5631,6 +5633,109 @@ def cited_arxiv_ids(text: str, own_id: str | None = None) -> list[str]:
         entry = bisect.bisect_right(starts, m.start()) - 1
         found[base] = (numbered[entry][1] if entry >= 0 else 0, m.start())
     return sorted(found, key=lambda base: found[base])
+
+
+# Where a paper cites each entry of its reference list: by number, "[12]", "[3, 7]", "[2–5]" (or
+# raised, as physics journals print them: "<sup>5,6</sup>"); or
+# by first author and year, "Vaswani et al. (2017)", "(Vaswani and Shazeer, 2017a; …)",
+# "Vaswani, 2019a" (several years: "Eisenschlos et al. (2020, 2021)").
+_NUMBER_CITATION = re.compile(
+    r"(?:\[|(?:(?<=[a-z]{3})|(?<=[a-z]{2}[.,;:)]))<sup>)"  # raised after a word: no exponent's
+    r"([0-9]{1,3}(?:\s*[,–-]\s*[0-9]{1,3})*)(?:\]|</sup>)"
+)
+_NAME_CITATION = re.compile(
+    r"([A-Z][^\W\d_][\w'’-]*)(?:,? et al\.|,? (?:and|&) [A-Z][\w'’-]+)?,?\s*\(?"
+    r"((?:(?:19|20)[0-9]{2}[a-z]?(?:,\s*)?)+)"
+)
+_YEAR = re.compile(r"\b(?:19|20)[0-9]{2}[a-z]?\b")
+_DOI = re.compile(r"\b(10\.[0-9]{4,9}/[^\s,;*]+[^\s,;.*)\]])")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An entry of a paper's reference list (``references``): its text as printed, its label
+    included; the arXiv id or else the DOI it names; and the section of each place where the
+    paper's text cites it, in reading order (a number, or a title where sections have none)."""
+
+    text: str
+    arxiv_id: str = ""
+    doi: str = ""
+    cited_in: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """How the paper cites it: ``[12]``, ``[Vaswani et al. (2017)]``, else its first author and
+        year."""
+        if m := re.match(r"(?:- )?(\[[^\]\n]+\])", self.text):
+            return m[1]
+        return f"{_first_author(self.text)} ({next(_YEAR.finditer(self.text), [''])[0]})"
+
+
+def _entry_texts(listed: str) -> list[str]:
+    """The entries of a reference list's text, each from the start of its line: numbered, else
+    led by their citation keys, else author-year (``Surname, I. ... 2015``), else a list's
+    items."""
+    starts = [listed.rfind("\n", 0, at) + 1 for at, _ in _numbered_entries(listed)]
+    for kind in (_KEYED_ENTRY, _AUTHOR_YEAR_ENTRY, _LISTED_ENTRY):
+        starts = starts or [m.start() for m in kind.finditer(listed)]
+    return [listed[a:b].strip() for a, b in zip(starts, [*starts[1:], len(listed)])]
+
+
+def _entry_key(entry: str, number: int | None) -> Any:
+    """How the text cites an entry: its ``number`` in a numbered list; else as its key says
+    (``[Vaswani et al. (2017)]``); else by its first author's surname (the last word of the name
+    that is not initials), folded, and its year with its letter."""
+    keyed = _KEYED_ENTRY.match(entry)
+    if keyed and (named := _NAME_CITATION.search(keyed[0])) and not number:
+        return _cited_keys(named)[0]
+    words = re.findall(r"[^\W\d_][\w'’-]+", _first_author(entry))
+    year = next(_YEAR.finditer(entry), None)
+    surname = "".join([word for word in words if not word.isupper()][-1:])
+    return number or (_ascii(surname).lower(), year[0] if year else "")
+
+
+def _first_author(entry: str) -> str:
+    """An entry's first author as printed: what comes before its first comma or "and"."""
+    return re.split(r",| and ", re.sub(r"^(?:- )?(?:\[[^\]\n]*\] )?", "", entry), maxsplit=1)[0]
+
+
+def _cited_keys(citation: re.Match[str]) -> list[Any]:
+    """The entries a citation names (``_entry_key``): its numbers (each of a range), or its
+    (surname, year) pairs."""
+    if citation.re is _NUMBER_CITATION:
+        bounds = [re.split(r"\s*[–-]\s*", part) for part in citation[1].split(",")]
+        return [n for low, *high in bounds for n in range(int(low), int((high or [low])[-1]) + 1)]
+    return [
+        (_ascii(citation[1]).lower(), year) for year in re.findall(r"[0-9]{4}[a-z]?", citation[2])
+    ]
+
+
+def references(text: "PaperText", listed: Section) -> list[Reference]:
+    """The entries of the reference list ``listed`` (a section of ``text``), in order, each with the
+    arXiv id (``cited_arxiv_ids``) or DOI it names, and the sections where the rest of the text
+    cites it: by number in a numbered list, else by first author and year (with its letter), an
+    entry counted only when it alone has them."""
+    entries = _entry_texts(text.body(listed))
+    numbered = bool(_numbered_entries(text.body(listed)))
+    keys: dict[Any, list[int]] = {}
+    for index, entry in enumerate(entries):
+        keys.setdefault(_entry_key(entry, index + 1 if numbered else None), []).append(index)
+    cited: list[list[str]] = [[] for _ in entries]
+    outside = text.markdown[: listed.start] + " " * listed.chars + text.markdown[listed.end :]
+    for citation in (_NUMBER_CITATION if numbered else _NAME_CITATION).finditer(outside):
+        section = _section_at(text.sections, citation.start())
+        for key in _cited_keys(citation):
+            if len(found := keys.get(key, [])) == 1 and section is not None:
+                cited[found[0]].append(section.number or section.title)
+    return [
+        Reference(
+            text=entry,
+            arxiv_id=next(iter(cited_arxiv_ids(entry)), ""),
+            doi=next((m[1] for m in _DOI.finditer(entry) if "10.48550" not in m[1]), ""),
+            cited_in=tuple(where),
+        )
+        for entry, where in zip(entries, cited)
+    ]
 
 
 # Citing: BibTeX in the form of arXiv's own export, from the metadata alone.
@@ -6417,11 +6522,11 @@ def format_sections(
     cited: list[str] = []
     for chosen, section in zip(sections, owns):
         assert section is not None  # none is missing
-        parts.append(f"{text.body(section)}\n\n---\n{_neighbours(rows, _position(listed, chosen))}")
+        body = text.body(section)
         if _name_role(section.title) == REFERENCES:
-            cited += [
-                i for i in cited_arxiv_ids(text.body(section), paper.arxiv_id) if i not in cited
-            ]
+            cited += [i for i in cited_arxiv_ids(body, paper.arxiv_id) if i not in cited]
+            body = format_references(body.split("\n", 1)[0], references(text, section))
+        parts.append(f"{body}\n\n---\n{_neighbours(rows, _position(listed, chosen))}")
     document = "\n\n".join(parts)
     # The cited ids end the answer, and room is kept for them when the reference text is cut.
     tail = (
@@ -6437,6 +6542,39 @@ def format_sections(
         )
         + tail
     )
+
+
+_CITED_MOST = 3  # entries a reference list's header names as the most cited in the paper
+
+
+def format_references(heading: str, entries: Sequence[Reference]) -> str:
+    """A reference list (``references``) under its ``heading``: a line that counts its entries,
+    those with an arXiv id or DOI, and names the most cited in the paper; then each entry as
+    printed, on one line, with a line under it: the id to follow it, and how often and in which
+    sections the paper cites it."""
+    most = sorted((e for e in entries if e.cited_in), key=lambda e: -len(e.cited_in))
+    named = ", ".join(f"{e.label} {len(e.cited_in)}×" for e in most[:_CITED_MOST])
+    blocks = [
+        f"{' '.join(entry.text.split())}\n  "
+        + " · ".join(
+            part
+            for part in (
+                f"arXiv:{entry.arxiv_id}"
+                if entry.arxiv_id
+                else f"doi:{entry.doi}" * bool(entry.doi),
+                f"cited here {len(entry.cited_in)}× ({', '.join(dict.fromkeys(entry.cited_in))})"
+                if entry.cited_in
+                else "never cited in its text",
+            )
+            if part
+        )
+        for entry in entries
+    ]
+    followed = sum(bool(entry.arxiv_id or entry.doi) for entry in entries)
+    counted = f"{len(entries)} entries, {followed} with an arXiv id or DOI" + (
+        f"; cited most here: {named}" if named else ""
+    )
+    return "\n\n".join([heading, f"{counted}.", *blocks])
 
 
 def format_find(

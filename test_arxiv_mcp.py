@@ -1395,9 +1395,8 @@ FRONT_PAGES = [
 
 
 @pytest.mark.parametrize("name, title, category", FRONT_PAGES)
-def test_metadata_from_the_pdf_matches_arxivs(name, title, category):
-    with am._opened(corpus_file("pdf", name).read_bytes()) as doc:
-        front = am.read_structure(doc).front
+def test_metadata_from_the_pdf_matches_arxivs(name, title, category, structure_once):
+    front = structure_once(corpus_file("pdf", name).read_bytes()).front
     assert front.arxiv_id == name.removesuffix(".pdf").replace("_", "/")
     assert front.primary_category == category and re.fullmatch(
         r"[0-9]{4}-[0-9]{2}-[0-9]{2}", front.date
@@ -5501,15 +5500,18 @@ def test_cited_ids_in_every_form_without_versions_or_the_papers_own():
         "[1] A. B. Preprint, arXiv preprint arXiv:2104.08809v2, 2021.\n[2] C. D., "
         "arXiv:2104.\n08809 again.\n[3] E. F., https://arxiv.org/abs/1706.03762v5.\n[4] G. H., "
         "hep-\nth/9711200.\n[5] I. J., 1207.7214 [hep-ex].\n[6] K. L., arXiv:1111.2011v2 "
-        "(itself).\n[7] M. N., 10.1103/PhysRevB.1\n"
+        "(itself).\n[7] M. N., 10.1103/PhysRevB.1\n[8] O. P. Neural machine translation. CoRR, "
+        "abs/1409.0473, 2014.\n[9] Q. R., CoRR\nabs/1512.03385.\n"
     )
     assert am.cited_arxiv_ids(text, "1111.2011v2") == [
         "2104.08809",
         "1706.03762",
         "hep-th/9711200",
         "1207.7214",
+        "1409.0473",  # DBLP's CoRR, an arXiv id
+        "1512.03385",
     ]
-    assert am.reference_entries(text) == 7
+    assert am.reference_entries(text) == 9
 
 
 def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_them(env):
@@ -5531,6 +5533,85 @@ def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_
     env.library.settings = monkeypatch_settings
     cut = call(paper="2304.02623v1", section="references")
     assert len(cut) <= 3_000 and "[Truncated:" in cut and cut.endswith("2301.13848, 1909.08593")
+
+
+def cite_links(page: str) -> Counter:
+    """How often a LaTeXML page's citations (``<cite class="ltx_cite">``) link each entry of its
+    bibliography (``#bib.bibN``), by N: the entry's place in the list."""
+    cites = re.findall(r'<cite class="ltx_cite[^"]*">(.*?)</cite>', page, re.S)
+    return Counter(int(n) for cite in cites for n in re.findall(r'href="#bib\.bib([0-9]+)"', cite))
+
+
+def references_of(text: am.PaperText) -> list[am.Reference]:
+    return am.references(text, next(s for s in text.sections if s.title == "References"))
+
+
+@pytest.mark.parametrize(
+    "name, entries, first",
+    [
+        # numbered: "[1, 15]"; [1] by DBLP's "CoRR abs/2206.00785"
+        ("2305.03393", 23, ("[1]", "2206.00785", ("1",))),
+        # author-year: "Ainslie et al. (2020)", "(Herzig et al., 2020; Yin et al., 2020)"
+        ("2203.00274", 21, ("[Ainslie et al. (2020)]", "", ("3", "6", "6"))),
+    ],
+)
+def test_each_reference_is_cited_here_where_the_pages_cite_links_say(
+    html_papers, name, entries, first
+):
+    """Each entry's citations, counted in the text as the answer reads it, are the page's own
+    ``<cite>`` links to that entry, one for one."""
+    found = references_of(html_papers(name).text)
+    links = cite_links(html_page(name))
+    assert len(found) == entries and sum(links.values()) > 50
+    assert [len(entry.cited_in) for entry in found] == [links[n] for n in range(1, entries + 1)]
+    assert (found[0].label, found[0].arxiv_id, found[0].cited_in) == first
+
+
+def test_the_pdf_cites_each_reference_where_its_html_does(html_papers, convert_once):
+    """2203.00274's PDF, author-year, its entries as a list of "First Last, …. 2020." items:
+    each entry cited in the same sections as its HTML says, as often."""
+    pdf = am.PaperText.from_pdf(convert_once(pdf_path("2203.00274v2").read_bytes(), max_pages=30))
+    from_pdf, from_html = references_of(pdf), references_of(html_papers("2203.00274").text)
+    assert [entry.cited_in for entry in from_pdf] == [entry.cited_in for entry in from_html]
+    assert from_pdf[0].label == "Joshua Ainslie (2020)" and from_pdf[1].arxiv_id == "2004.05150"
+    assert sum(len(entry.cited_in) for entry in from_pdf) == 59
+
+
+def test_a_physics_pdf_cites_by_raised_numbers_and_an_exponent_is_no_citation(convert_once):
+    """1111.2011v2 (REVTeX) cites as "chains.<sup>2</sup>", "possible.<sup>5,6</sup>"; its
+    formulas' "_p_<sup>2</sup>" are exponents.  Checked by hand: [7] twice in I, [8] and [9] once
+    each in I ("Luttinger chains<sup>8,9</sup>"), [11] once in II."""
+    found = references_of(
+        am.PaperText.from_pdf(convert_once(pdf_path("1111.2011v2").read_bytes(), max_pages=30))
+    )
+    cited = {entry.label.split()[0]: entry.cited_in for entry in found}
+    assert (
+        cited["7"] == ("I", "I") and cited["8"] == cited["9"] == ("I",) and cited["11"] == ("II",)
+    )
+    assert cited["2"] == ("I",), "the exponents squared in sections II to IV are not [2]"
+
+
+def test_the_references_answer_gives_each_entry_its_id_and_where_it_is_cited(html_env):
+    """section="references": a header that counts the entries and names the most cited, then each
+    entry as printed with its details right under it, in the paper's order, a blank line between
+    entries; an entry never cited says so."""
+    answer = call(paper="2203.00274v2", section="references")
+    listed = answer.split("## References\n\n", 1)[1].split("\n\n---\n", 1)[0]
+    header, *blocks = listed.split("\n\n")
+    assert header == (
+        "21 entries, 4 with an arXiv id or DOI; cited most here: [Eisenschlos et al. (2021)] 9×, "
+        "[Herzig et al. (2020)] 7×, [Liu et al. (2021)] 6×."
+    )
+    assert len(blocks) == 21 and all(block.startswith("- [") for block in blocks)
+    assert blocks[1].split("\n") == [
+        "- [Beltagy et al. (2020)] Iz Beltagy, Matthew E. Peters, and Arman Cohan. 2020. "
+        "Longformer: The long-document transformer. *arXiv:2004.05150*.",
+        "  arXiv:2004.05150 · cited here 1× (6)",
+    ]
+    assert blocks[0].endswith("\n  cited here 3× (3, 6)")
+    assert "The arXiv papers it cites (4; read one with `paper`)" in answer
+    uncited = am.format_references("## References", [am.Reference("[1] A. Author. 2020.")])
+    assert uncited.endswith("[1] A. Author. 2020.\n  never cited in its text")
 
 
 def test_a_shrunk_overview_keeps_the_reference_lists_count():
