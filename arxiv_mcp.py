@@ -143,8 +143,10 @@ class Settings:
     @property
     def allowed_hosts(self) -> frozenset[str]:
         """The only hosts this module ever sends a request to."""
-        urls = (self.api_url, self.pdf_url, self.html_url, self.rss_url, self.s2_url)
-        return frozenset(urllib.parse.urlsplit(url).hostname or "" for url in urls) - {""}
+        return frozenset(
+            urllib.parse.urlsplit(url).hostname or ""
+            for url in (self.api_url, self.pdf_url, self.html_url, self.rss_url, self.s2_url)
+        ) - {""}
 
     @property
     def host_intervals(self) -> dict[str, float]:
@@ -1715,6 +1717,9 @@ _S2_OFF = (
     "https://api.semanticscholar.org/graph/v1, to have citations and venues."
 )
 _S2_UNREADABLE = "Semantic Scholar's answer could not be read."
+_S2_UNKNOWN = (
+    f"{_S2} does not know this paper yet (a new one takes a few days): the ids are its text's."
+)
 _S2_SLOW = f"{_S2} is slow to answer; it is asked in the background: call again shortly."
 _S2_COUNTS_WAIT = 1.5  # seconds a page of search results waits for its citation counts
 _S2_WAIT = 5.0  # seconds a BibTeX entry or the citing papers wait for Semantic Scholar
@@ -1786,16 +1791,16 @@ def fetch_scholarly(
     return parse_scholarly(body) if body is not None else None
 
 
-_S2_CITING_FIELDS = "title,authors,year,externalIds,citationCount,isInfluential,intents,contexts"
-# The citing papers asked for at once, then, after a timeout on S2's side (a 504), fewer.
+# A paper's citations asked for at once, then, after a timeout on S2's side (a 504), fewer.
 _S2_CITING_PAGES = (1000, 100)
 
 
 @dataclass(frozen=True)
-class Citing:
-    """A paper that cites another, as Semantic Scholar lists it: its title, authors, year, arXiv id
-    or DOI, how often it is cited itself, whether it builds on the paper (``influential``), why it
-    cites it (``intents``) and the sentences that do (``contexts``: its words, data to quote)."""
+class Linked:
+    """A paper at the other end of a citation, as Semantic Scholar lists it (``LinkedPapers``): its
+    title, authors, year, arXiv id or DOI, how often it is cited itself, whether the citing paper
+    builds on the cited one (``influential``), why it cites it (``intents``) and the sentences that
+    do (``contexts``: the citing paper's words, data to quote)."""
 
     title: str
     authors: tuple[str, ...] = ()
@@ -1809,20 +1814,38 @@ class Citing:
 
 
 @dataclass(frozen=True)
-class CitingPapers:
-    """The papers Semantic Scholar lists as citing one, the newest first (at most ``limit``)."""
+class LinkedPapers:
+    """One of Semantic Scholar's lists of a paper's citations (at most ``limit``), a subclass each:
+    its path, the key of its items' papers and the fields asked (only those shown)."""
 
-    papers: tuple[Citing, ...]
+    papers: tuple[Linked, ...]
     limit: int
+    path: typing.ClassVar[str]
+    side: typing.ClassVar[str]
+    fields: typing.ClassVar[str] = "title,authors,year,externalIds,citationCount,isInfluential"
 
 
-def parse_citing(body: bytes, limit: int) -> CitingPapers:
-    """``CitingPapers`` of Semantic Scholar's ``/citations`` answer.  Raises ArxivError when the
+class CitingPapers(LinkedPapers):
+    """The papers that cite one, the newest first."""
+
+    path, side = "citations", "citingPaper"
+    fields = f"{LinkedPapers.fields},intents,contexts"
+
+
+class CitedPapers(LinkedPapers):
+    """The papers that one cites (its references), in Semantic Scholar's order, not the paper's."""
+
+    path, side = "references", "citedPaper"
+
+
+def parse_linked(body: bytes, kind: type[LinkedPapers], limit: int) -> LinkedPapers:
+    """A ``kind`` list from Semantic Scholar's answer (``/citations``, ``/references``); an item
+    whose paper it could not resolve (``paperId`` null) is left out.  Raises ArxivError when the
     answer is not such a list."""
     try:
-        return CitingPapers(
+        return kind(
             papers=tuple(
-                Citing(
+                Linked(
                     title=" ".join(str(paper["title"]).split()),
                     authors=tuple(
                         str(author.get("name", "")) for author in paper.get("authors") or ()
@@ -1836,7 +1859,7 @@ def parse_citing(body: bytes, limit: int) -> CitingPapers:
                     contexts=tuple(" ".join(str(c).split()) for c in item.get("contexts") or ()),
                 )
                 for item in json.loads(body)["data"]
-                if (paper := item.get("citingPaper")) and paper.get("title")
+                if (paper := item.get(kind.side)) and paper.get("paperId") and paper.get("title")
             ),
             limit=limit,
         )
@@ -1844,27 +1867,33 @@ def parse_citing(body: bytes, limit: int) -> CitingPapers:
         raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 
-def fetch_citing(
+def fetch_linked(
     arxiv_id: str,
+    kind: type[LinkedPapers],
     *,
     deadline: float | None = None,
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
-) -> CitingPapers | None:
-    """The papers that cite ``arxiv_id``, the newest 1,000 (the newest 100 when S2 times out on
-    1,000), with only the fields shown; None while S2 does not know the paper.  Raises ArxivError
-    naming Semantic Scholar, as ``fetch_scholarly`` does."""
+) -> LinkedPapers | None:
+    """The ``kind`` list of ``arxiv_id``'s citations (``fetch_citing``: the newest 1,000 papers that
+    cite it; ``fetch_cited``: the papers it cites), 100 when S2 times out on 1,000; None while S2
+    does not know the paper.  Raises ArxivError naming Semantic Scholar, as ``fetch_scholarly``
+    does."""
     base, _ = _split_version(arxiv_id)
     for limit in _S2_CITING_PAGES:
-        path = f"paper/ARXIV:{base}/citations?fields={_S2_CITING_FIELDS}&limit={limit}"
+        path = f"paper/ARXIV:{base}/{kind.path}?fields={kind.fields}&limit={limit}"
         try:
             body = _s2_get(path, settings or SETTINGS, limiter, deadline=deadline)
         except ArxivError as error:  # a timeout on its side: fewer are asked, unless it throttles
             if isinstance(error, Throttled) or limit == _S2_CITING_PAGES[-1]:
                 raise
             continue
-        return parse_citing(body, limit) if body is not None else None
+        return parse_linked(body, kind, limit) if body is not None else None
     return None
+
+
+fetch_citing = functools.partial(fetch_linked, kind=CitingPapers)
+fetch_cited = functools.partial(fetch_linked, kind=CitedPapers)
 
 
 def fetch_citation_counts(
@@ -4738,11 +4767,6 @@ def _tex(alttext: str) -> str:
     return " ".join(_DISPLAYSTYLE.sub("", _TEX_CONTINUATION.sub("", alttext)).split())
 
 
-def _bracketed_number(tag: str) -> str:
-    """An equation's number from its tag: "(3)" → "3"."""
-    return tag.strip().strip("()").strip()
-
-
 class _LatexmlWriter:
     """Writes an article's tree as Markdown blocks, recording its sections, captions, equations and
     footnotes on the way.  Recursion follows the tree, which the parser keeps under
@@ -5013,7 +5037,7 @@ class _LatexmlWriter:
             parsed.append(
                 (
                     math if any(math) else [],
-                    _bracketed_number(self.text(tag)) if tag else "",
+                    self.text(tag).strip().strip("()").strip() if tag else "",  # "(3)": "3"
                     _int(tag_cell.attrs.get("rowspan")) if tag_cell else 1,
                 )
             )
@@ -5661,14 +5685,19 @@ class Reference:
     arxiv_id: str = ""
     doi: str = ""
     cited_in: tuple[str, ...] = ()
+    # what Semantic Scholar's references of the paper add (``with_semantic_scholar``): how often
+    # the entry is cited, whether the paper cites it influentially, and whether its id is S2's
+    cited_by: int | None = None
+    influential: bool = False
+    id_from_s2: bool = False
 
     @property
     def label(self) -> str:
         """How the paper cites it: ``[12]``, ``[Vaswani et al. (2017)]``, else its first author and
         year."""
-        if m := re.match(r"(?:- )?(\[[^\]\n]+\])", self.text):
-            return m[1]
-        return f"{_first_author(self.text)} ({next(_YEAR.finditer(self.text), [''])[0]})"
+        keyed = re.match(r"(?:- )?(\[[^\]\n]+\])", self.text)
+        year = next(_YEAR.finditer(self.text), [""])[0]
+        return keyed[1] if keyed else f"{_first_author(self.text)} ({year})"
 
 
 def _entry_texts(listed: str) -> list[str]:
@@ -5736,6 +5765,47 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
         )
         for entry, where in zip(entries, cited)
     ]
+
+
+_MIN_MATCHED_TITLE = 10  # letters of a title that an entry's text must hold to be that paper
+
+
+def with_semantic_scholar(entries: Sequence[Reference], cited: LinkedPapers) -> list[Reference]:
+    """``entries`` with what Semantic Scholar's references of the paper (``cited``, in its own
+    order) say of each: how often it is cited, whether the paper cites it influentially, and its
+    arXiv id or else DOI when the entry's text names none.  The S2 reference an entry is: the one
+    whose title its text holds (folded), else, for an entry that prints no title, the one of its
+    first author's surname and year; where two fit, or none, the entry stays as it is."""
+    fitted = [(entry, _s2_reference(entry, cited)) for entry in entries]
+    return [
+        entry
+        if found is None
+        else dataclasses.replace(
+            entry,
+            cited_by=found.citations,
+            influential=found.influential,
+            arxiv_id=entry.arxiv_id or (found.arxiv_id if not entry.doi else ""),
+            doi=entry.doi or (found.doi if not entry.arxiv_id and not found.arxiv_id else ""),
+            id_from_s2=not (entry.arxiv_id or entry.doi) and bool(found.arxiv_id or found.doi),
+        )
+        for entry, found in fitted
+    ]
+
+
+def _s2_reference(entry: Reference, cited: LinkedPapers) -> Linked | None:
+    """The one of ``cited`` that ``entry`` is (``with_semantic_scholar``), or None."""
+    printed, (surname, year) = _match_key(entry.text), _entry_key(entry.text, None)
+    fits = [
+        paper
+        for paper in cited.papers
+        if len(title := _match_key(paper.title)) >= _MIN_MATCHED_TITLE and title in printed
+    ] or [
+        paper
+        for paper in cited.papers
+        if paper.authors
+        and (_ascii(paper.authors[0].split()[-1]).lower(), str(paper.year)) == (surname, year[:4])
+    ]
+    return fits[0] if len(fits) == 1 else None
 
 
 # Citing: BibTeX in the form of arXiv's own export, from the metadata alone.
@@ -6504,11 +6574,14 @@ def format_sections(
     sections: Sequence[Section],
     max_chars: int,
     overview: Overview | None = None,
+    s2_references: "LinkedPapers | str" = "",
+    page: tuple[int, int] = (0, 10),
 ) -> str:
     """``sections`` (records of ``overview``'s rows, or of the text's) read from the text's records
     of the same headings, with their subsections, each ending with a navigation line (its
     neighbours in ``overview``'s rows, which name the sections not converted yet too); a section
-    the text lacks says so."""
+    the text lacks says so.  A reference list is its entries (``format_references``, with what
+    ``s2_references`` adds, or why it adds nothing), one ``page`` of them when all pass the cap."""
     rows = (
         overview.sections
         if overview
@@ -6525,7 +6598,14 @@ def format_sections(
         body = text.body(section)
         if _name_role(section.title) == REFERENCES:
             cited += [i for i in cited_arxiv_ids(body, paper.arxiv_id) if i not in cited]
-            body = format_references(body.split("\n", 1)[0], references(text, section))
+            entries = references(text, section)
+            if isinstance(s2_references, LinkedPapers):  # else why Semantic Scholar adds nothing
+                entries = with_semantic_scholar(entries, s2_references)
+            cited += [e.arxiv_id for e in entries if e.arxiv_id and e.arxiv_id not in cited]
+            note = s2_references if isinstance(s2_references, str) else ""
+            body = format_references(body.split("\n", 1)[0], entries, note)
+            if len(body) > max_chars:
+                body = format_references(body.split("\n", 1)[0], entries, note, page)
         parts.append(f"{body}\n\n---\n{_neighbours(rows, _position(listed, chosen))}")
     document = "\n\n".join(parts)
     # The cited ids end the answer, and room is kept for them when the reference text is cut.
@@ -6547,34 +6627,59 @@ def format_sections(
 _CITED_MOST = 3  # entries a reference list's header names as the most cited in the paper
 
 
-def format_references(heading: str, entries: Sequence[Reference]) -> str:
-    """A reference list (``references``) under its ``heading``: a line that counts its entries,
-    those with an arXiv id or DOI, and names the most cited in the paper; then each entry as
-    printed, on one line, with a line under it: the id to follow it, and how often and in which
-    sections the paper cites it."""
+def format_references(
+    heading: str,
+    entries: Sequence[Reference],
+    note: str = "",
+    page: tuple[int, int] | None = None,
+) -> str:
+    """A reference list (``references``, ``with_semantic_scholar``) under its ``heading``: a line
+    that counts its entries, those with an arXiv id or DOI (and of those, Semantic Scholar's), and
+    names the most cited in the paper, then ``note`` (why Semantic Scholar adds nothing); then each
+    entry as printed, on one line, with its details under it (``_reference_details``): all, or the
+    ``page`` (first, how many) that a line after them names, with the call for the next."""
+    first, count = page or (0, len(entries))
     most = sorted((e for e in entries if e.cited_in), key=lambda e: -len(e.cited_in))
     named = ", ".join(f"{e.label} {len(e.cited_in)}×" for e in most[:_CITED_MOST])
-    blocks = [
-        f"{' '.join(entry.text.split())}\n  "
-        + " · ".join(
-            part
-            for part in (
-                f"arXiv:{entry.arxiv_id}"
-                if entry.arxiv_id
-                else f"doi:{entry.doi}" * bool(entry.doi),
-                f"cited here {len(entry.cited_in)}× ({', '.join(dict.fromkeys(entry.cited_in))})"
-                if entry.cited_in
-                else "never cited in its text",
-            )
-            if part
-        )
-        for entry in entries
-    ]
     followed = sum(bool(entry.arxiv_id or entry.doi) for entry in entries)
-    counted = f"{len(entries)} entries, {followed} with an arXiv id or DOI" + (
-        f"; cited most here: {named}" if named else ""
+    from_s2 = sum(entry.id_from_s2 for entry in entries)
+    counted = (
+        f"{len(entries)} entries, {followed} with an arXiv id or DOI"
+        + f" ({from_s2} of them from {_S2})" * bool(from_s2)
+        + f"; cited most here: {named}" * bool(named)
     )
-    return "\n\n".join([heading, f"{counted}.", *blocks])
+    return "\n\n".join(
+        [
+            heading,
+            f"{counted}.{f' {note}' * bool(note)}",
+            *(
+                f"{' '.join(e.text.split())}\n  {_reference_details(e)}"
+                for e in entries[first : first + count]
+            ),
+            *[
+                f"[Entries {first + 1}–{min(first + count, len(entries))} of {len(entries)}: "
+                f"the whole list passes the answer's cap. The next: `max_results={count}, "
+                f"start={first + count}`.]"
+            ]
+            * bool(page),
+        ]
+    )
+
+
+def _reference_details(entry: Reference) -> str:
+    """``arXiv:1409.0473 · cited by 27,431 · cited here 3× (1, 3.2, 6.1) · influential``: the id to
+    follow the entry, how often it is cited, how often and in which sections the paper cites it,
+    and whether it builds on it (by Semantic Scholar's reckoning)."""
+    cited_here = ", ".join(dict.fromkeys(entry.cited_in))
+    parts = (
+        f"arXiv:{entry.arxiv_id}" if entry.arxiv_id else f"doi:{entry.doi}" * bool(entry.doi),
+        f"cited by {_thousands(entry.cited_by)}" if entry.cited_by is not None else "",
+        f"cited here {len(entry.cited_in)}× ({cited_here})"
+        if cited_here
+        else "never cited in its text",
+        "influential" * entry.influential,
+    )
+    return " · ".join(part for part in parts if part)
 
 
 def format_find(
@@ -6863,7 +6968,7 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
 
 def format_citing(
     arxiv_id: str,
-    citing: CitingPapers,
+    citing: LinkedPapers,
     find: str,
     page: tuple[int, int],
     known: Scholarly | None = None,
@@ -9061,13 +9166,18 @@ class PaperLibrary:
             return found
         return self.s2(Scholarly, base, fetch_scholarly, wait)
 
-    def citing(self, arxiv_id: str, wait: float) -> CitingPapers | None:
-        """The papers that cite ``arxiv_id`` (``fetch_citing``), kept a day, waited for ``wait``
-        seconds at most (``s2``); None while it does not know the paper.  Raises ArxivError
+    def linked(self, arxiv_id: str, kind: type[LinkedPapers], wait: float) -> LinkedPapers | None:
+        """The ``kind`` list of ``arxiv_id``'s citations (``fetch_linked``), kept a day, waited for
+        ``wait`` seconds at most (``s2``); None while it does not know the paper.  Raises ArxivError
         naming it."""
         if self.settings.s2_url == "off":
             raise ArxivError(_S2_OFF)
-        return self.s2(CitingPapers, _split_version(arxiv_id)[0], fetch_citing, wait)
+        return self.s2(
+            kind,
+            _split_version(arxiv_id)[0],
+            lambda base, **options: fetch_linked(base, kind, **options),
+            wait,
+        )
 
     def s2(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
         """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_flight``), waited for
@@ -9451,9 +9561,10 @@ _PAPER_HELP = (
 )
 _SECTION_HELP = (
     "With `paper`: omit (or 'overview') for the overview (metadata, abstract, section list); a "
-    "section number or title ('3', '2.1', 'Introduction', several comma-separated; 'references' "
-    "for the reference list); 'outline' (or 'outline 3') for every heading; 'full' for the whole "
-    "text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for images; 'figures' lists them; "
+    "section number or title ('3', '2.1', 'Introduction', several comma-separated; 'references': "
+    "each entry, its id, where it is cited); 'outline' (or 'outline 3') for every heading; 'full' "
+    "for the whole text; 'bibtex'; 'figure 2', 'table I', 'equation 5' for images; 'figures' lists "
+    "them; "
     "'hidden' quotes text a reader cannot see, which the overview warns of; 'citations': who "
     "cites it (Semantic Scholar), paged with max_results and start, narrowed by `find`."
 )
@@ -9589,10 +9700,23 @@ def answer_sections(call: ReadCall) -> Answer:
     reading, sections = call.reading(), request.sections
     if reading.text_error is not None or sections and reading.text is None:
         return _full(reading, settings)
-    text = ""
+    text, s2_references = "", typing.cast(LinkedPapers | str, "")  # no reference list: nothing
+    if any(_name_role(section.title) == REFERENCES for section in reading.sections):
+        try:  # what the paper cites, by Semantic Scholar's reckoning, for the reference list
+            s2_references = call.library.linked(call.arxiv_id, CitedPapers, call.s2_wait) or (
+                _S2_UNKNOWN
+            )
+        except ArxivError as error:
+            s2_references = str(error)
     if sections and reading.text is not None:
         text = format_sections(
-            reading.paper, reading.text, reading.sections, settings.max_chars, reading.overview
+            reading.paper,
+            reading.text,
+            reading.sections,
+            settings.max_chars,
+            reading.overview,
+            s2_references,
+            call.page,
         )
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)
@@ -9717,7 +9841,7 @@ def answer_citations(call: ReadCall) -> Answer:
         if library.ask_s2
         else None
     )
-    if (citing := library.citing(call.arxiv_id, wait)) is None:
+    if (citing := library.linked(call.arxiv_id, CitingPapers, wait)) is None:
         return Answer(
             f"{ERROR} {_S2} does not know arXiv:{call.arxiv_id} yet (a new paper takes a few "
             "days); try again later."
@@ -9837,12 +9961,6 @@ class ToolMode:
     answer: Callable[[ToolCall, PaperLibrary, Listener | None], Answer]
 
 
-def asks_for_listing(call: ToolCall) -> bool:
-    """Whether ``call`` gives categories alone: no query, no dates, the default sort."""
-    alone = not (call.query or "").strip() and not call.submitted_from and not call.submitted_to
-    return bool(call.category_list) and alone and call.sort == _DEFAULT["sort"]
-
-
 def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) -> Answer:
     """The latest announcement of the categories (``PaperLibrary.listing``), narrowed by ``find``
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
@@ -9897,7 +10015,17 @@ TOOL_MODES = {
                 page=(call.start, call.max_results),
             ),
         ),
-        ToolMode(name="listing", asks=asks_for_listing, answer=answer_listing),
+        ToolMode(  # categories alone: no query, no dates, the default sort
+            name="listing",
+            asks=lambda call: (
+                bool(call.category_list)
+                and not (call.query or "").strip()
+                and not call.submitted_from
+                and not call.submitted_to
+                and call.sort == _DEFAULT["sort"]
+            ),
+            answer=answer_listing,
+        ),
         ToolMode(  # one page of an API search
             name="search",
             asks=lambda call: call.searching and not call.find,
@@ -10044,8 +10172,12 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
         }
         answer = await _answered_off_the_loop(ToolCall(**arguments), library, ctx)
         # An error is still a short Markdown answer for the model; isError tells the client too.
-        content = mcp_content(answer, TextContent, ImageContent)
-        return CallToolResult.model_validate({"content": content, "isError": answer.is_error})
+        return CallToolResult.model_validate(
+            {
+                "content": mcp_content(answer, TextContent, ImageContent),
+                "isError": answer.is_error,
+            }
+        )
 
     arxiv.__annotations__["ctx"] = context  # the SDK finds the parameter it fills in by its class
     server.tool(

@@ -2358,14 +2358,14 @@ def test_who_cites_it_says_the_total_when_its_count_is_known(env, tmp_path):
 
 def test_who_cites_it_waits_5_s_at_most_and_keeps_what_comes_later(env, monkeypatch, tmp_path):
     answer, asked = threading.Event(), []
-    real = am.fetch_citing
+    real = am.fetch_linked
 
-    def slow(arxiv_id, **options):
+    def slow(arxiv_id, kind, **options):
         asked.append(arxiv_id)
         answer.wait(10)
-        return real(arxiv_id, **options)
+        return real(arxiv_id, kind, **options)
 
-    monkeypatch.setattr(am, "fetch_citing", slow)
+    monkeypatch.setattr(am, "fetch_linked", slow)
     monkeypatch.setattr(am, "_S2_WAIT", 0.2)
     citing_page(env)
     server = am.PaperLibrary(
@@ -5595,12 +5595,13 @@ def test_the_references_answer_gives_each_entry_its_id_and_where_it_is_cited(htm
     """section="references": a header that counts the entries and names the most cited, then each
     entry as printed with its details right under it, in the paper's order, a blank line between
     entries; an entry never cited says so."""
+    html_env.script["/references"] = [s2_answer("error_404_paper_0_not_found.json", 404)]
     answer = call(paper="2203.00274v2", section="references")
     listed = answer.split("## References\n\n", 1)[1].split("\n\n---\n", 1)[0]
     header, *blocks = listed.split("\n\n")
-    assert header == (
+    assert header.startswith(
         "21 entries, 4 with an arXiv id or DOI; cited most here: [Eisenschlos et al. (2021)] 9×, "
-        "[Herzig et al. (2020)] 7×, [Liu et al. (2021)] 6×."
+        "[Herzig et al. (2020)] 7×, [Liu et al. (2021)] 6×. Semantic Scholar does not know"
     )
     assert len(blocks) == 21 and all(block.startswith("- [") for block in blocks)
     assert blocks[1].split("\n") == [
@@ -5612,6 +5613,144 @@ def test_the_references_answer_gives_each_entry_its_id_and_where_it_is_cited(htm
     assert "The arXiv papers it cites (4; read one with `paper`)" in answer
     uncited = am.format_references("## References", [am.Reference("[1] A. Author. 2020.")])
     assert uncited.endswith("[1] A. Author. 2020.\n  never cited in its text")
+
+
+def s2_references(env, *papers):
+    """Semantic Scholar's references of a paper, as its real ``/references`` page gives them:
+    each of ``papers`` (title, arXiv id, first author, year, count, influential; a title alone: a
+    reference it could not resolve, ``paperId`` null) put into the shape of a real item."""
+    real = json.loads(
+        (
+            S2_DATA / "references_CorpusID_49313245_contexts-intents-contextsWithIntent-"
+            "isInfluential-allfields_offset0_limit100_first20of73.json"
+        ).read_bytes()
+    )["data"][3]
+    items = []
+    for title, *known in papers:
+        item = json.loads(json.dumps(real))
+        cited = item["citedPaper"]
+        if known:
+            arxiv_id, author, year, count, influential = known
+            cited["externalIds"] = {"ArXiv": arxiv_id, "CorpusId": 1}
+            cited["authors"] = [{"authorId": "1", "name": author}]
+            cited.update(title=title, year=year, citationCount=count)
+            item["isInfluential"] = influential
+        else:
+            item["citedPaper"] = {"paperId": None, "title": title}
+        items.append(item)
+    body = json.dumps({"offset": 0, "data": items}).encode()
+    env.script["/references"] = [FakeResponse(body, "https://api.semanticscholar.org/")]
+
+
+def test_semantic_scholar_gives_an_entry_its_id_count_and_influence_where_one_fits(html_env):
+    """S2's references, in its own order, matched to 2203.00274's entries by title: an id for an
+    entry whose text names none (and the header says how many came from S2), the count and the
+    influence; an entry that S2 could not resolve, or that two of its references fit, stays as the
+    text gives it."""
+    s2_references(
+        html_env,
+        ("Longformer: The Long-Document Transformer", "2004.05150", "Iz Beltagy", 2020, 3041, 0),
+        ("TURL: Table Understanding through Representation Learning",),  # unresolved
+        (
+            "ETC: Encoding Long and Structured Inputs in Transformers",
+            "2004.08483",
+            "J. Ainslie",
+            2020,
+            512,
+            1,
+        ),
+        (
+            "TaPas: Weakly Supervised Table Parsing via Pre-training",
+            "2004.02349",
+            "J. Herzig",
+            2020,
+            900,
+            1,
+        ),
+        ("TaPas: Weakly Supervised Table Parsing via Pre-training", "", "J. Herzig", 2020, 1, 0),
+    )
+    answer = call(paper="2203.00274v2", section="references")
+    [asked] = [r.full_url for r in html_env.requests if "/references" in r.full_url]
+    assert "/paper/ARXIV:2203.00274/references?fields=title,authors,year,externalIds," in asked
+    blocks = answer.split("\n\n---\n", 1)[0].split("\n\n")
+    assert blocks[2].startswith("21 entries, 5 with an arXiv id or DOI (1 of them from Semantic")
+    details = {block.split("]", 1)[0][3:]: block.split("\n")[1] for block in blocks[3:]}
+    assert details["Ainslie et al. (2020)"] == (
+        "  arXiv:2004.08483 · cited by 512 · cited here 3× (3, 6) · influential"
+    )
+    assert (
+        details["Beltagy et al. (2020)"]
+        == "  arXiv:2004.05150 · cited by 3,041 · cited here 1× (6)"
+    )
+    assert details["Deng et al. (2021)"] == "  cited here 1× (6)", "unresolved by S2"
+    assert details["Herzig et al. (2020)"].startswith("  cited here 7×"), "two fit: none is taken"
+    assert answer.endswith("2106.05234, 2009.13845, 2004.08483"), "S2's id among those it cites"
+
+
+def test_a_reference_list_past_the_answers_cap_is_paged(html_env):
+    """The whole list when it fits the cap; past it, ``max_results`` entries from ``start``, the
+    header still counting them all, and a line that gives the next call."""
+    html_env.script["/references"] = [s2_answer("error_404_paper_0_not_found.json", 404)] * 3
+    whole = call(paper="2203.00274v2", section="references")
+    assert len(re.findall(r"^  \S", whole, re.M)) == 21 and "[Entries " not in whole
+    html_env.library.settings = dataclasses.replace(html_env.settings, max_chars=4_000)
+    first = call(paper="2203.00274v2", section="references", max_results=5)
+    second = call(paper="2203.00274v2", section="references", max_results=5, start=5)
+    for answer, shown in ((first, "1–5"), (second, "6–10")):
+        assert "\n\n21 entries, 4 with an arXiv id or DOI; cited most here:" in answer
+        assert (
+            len(re.findall(r"^  \S", answer, re.M)) == 5 and f"[Entries {shown} of 21: " in answer
+        )
+    assert "The next: `max_results=5, start=5`." in first and "- [Beltagy" in first
+    assert "- [Beltagy" not in second and "- [Eisenschlos et al. (2021)]" in second
+
+
+def test_an_entry_that_prints_no_title_is_matched_by_its_first_author_and_year():
+    """Physics style ("Phys. Rev. B 80, 014524 (2009)"): the first author's surname and the year,
+    when one S2 reference alone has them."""
+    entries = [
+        am.Reference("[2] D. Jérome and H. J. Schulz, Adv. Phys. 31, 299 (1982).", cited_in=("I",))
+    ]
+    cited = am.CitedPapers(
+        papers=(
+            am.Linked(
+                "Organic conductors and superconductors", ("D. Jérome",), 1982, "", "10.1080/1", 900
+            ),
+            am.Linked("Another paper of that year", ("H. Schulz",), 1982),
+        ),
+        limit=1000,
+    )
+    [found] = am.with_semantic_scholar(entries, cited)
+    assert (found.doi, found.cited_by, found.id_from_s2) == ("10.1080/1", 900, True)
+    twice = am.CitedPapers(papers=(cited.papers[0], cited.papers[0]), limit=1000)
+    assert am.with_semantic_scholar(entries, twice) == entries
+
+
+@pytest.mark.parametrize(
+    "why, said",
+    [
+        ("off", "Semantic Scholar is not asked (ARXIV_S2_URL is off)"),
+        ("unknown", "Semantic Scholar does not know this paper yet"),
+        ("slow", "Semantic Scholar is slow to answer"),
+    ],
+)
+def test_without_semantic_scholar_the_references_are_the_texts_with_one_line_why(
+    html_env, monkeypatch, why, said
+):
+    if why == "off":
+        html_env.library.settings = dataclasses.replace(html_env.settings, s2_url="off")
+    elif why == "unknown":
+        html_env.script["/references"] = [s2_answer("error_404_paper_0_not_found.json", 404)]
+    else:
+        hung = threading.Event()
+        monkeypatch.setattr(am, "_S2_WAIT", 0.2)
+        monkeypatch.setattr(am, "fetch_linked", lambda *args, **options: hung.wait(5))
+        html_env.teardown.append(hung.set)
+    answer = call(paper="2203.00274v2", section="references")
+    header = answer.split("\n\n")[2]
+    assert header.startswith("21 entries, 4 with an arXiv id or DOI; cited most here:")
+    assert said in header and answer.count(said) == 1
+    assert "  arXiv:2004.05150 · cited here 1× (6)" in answer
 
 
 def test_a_shrunk_overview_keeps_the_reference_lists_count():
