@@ -5751,7 +5751,10 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
         keys.setdefault(_entry_key(entry, index + 1 if numbered else None), []).append(index)
     cited: list[list[str]] = [[] for _ in entries]
     outside = text.markdown[: listed.start] + " " * listed.chars + text.markdown[listed.end :]
-    for citation in (_NUMBER_CITATION if numbered else _NAME_CITATION).finditer(outside):
+    citations = list((_NUMBER_CITATION if numbered else _NAME_CITATION).finditer(outside))
+    # a paper cites one way: raised numbers are its citations only where none is in brackets (else
+    # they are its footnotes' marks)
+    for citation in [c for c in citations if c[0].startswith("[")] or citations:
         section = _section_at(text.sections, citation.start())
         for key in _cited_keys(citation):
             if len(found := keys.get(key, [])) == 1 and section is not None:

@@ -5591,6 +5591,18 @@ def test_a_physics_pdf_cites_by_raised_numbers_and_an_exponent_is_no_citation(co
     assert cited["2"] == ("I",), "the exponents squared in sections II to IV are not [2]"
 
 
+def test_a_numbered_pdf_cites_in_brackets_each_number_of_a_list_once(convert_once):
+    """2304.02623v1 cites "[4, 27, 32]", "[8, 9, 14, 17, 25]".  Checked by hand: [4] in 1 and twice
+    in 3 ("[4, 32]", "[4, 34]"); [16] three times in 3 ("[16, 23]", "[12, 16, 26]", "[16]"); [35]
+    once; 35 entries."""
+    found = references_of(
+        am.PaperText.from_pdf(convert_once(pdf_path("2304.02623v1").read_bytes(), max_pages=30))
+    )
+    cited = {entry.label: entry.cited_in for entry in found}
+    assert len(found) == 35 and cited["[4]"] == ("1", "3", "3") and cited["[35]"] == ("3",)
+    assert cited["[16]"] == ("3", "3", "3") and found[4].arxiv_id == "2104.08809"
+
+
 def test_the_references_answer_gives_each_entry_its_id_and_where_it_is_cited(html_env):
     """section="references": a header that counts the entries and names the most cited, then each
     entry as printed with its details right under it, in the paper's order, a blank line between
