@@ -182,7 +182,11 @@ class Settings:
                 f"an http(s) URL{' containing ' * bool(template)}{template}": (
                     field.name.endswith("_url")
                     and not off
-                    and not _is_http_url(value, template=template)
+                    and not (
+                        template in value
+                        and urllib.parse.urlsplit(value).scheme in ("http", "https")
+                        and bool(urllib.parse.urlsplit(value).hostname)
+                    )
                 ),
                 f"one of {', '.join(SOURCES)}": field.name == "source" and value not in SOURCES,
             }
@@ -199,11 +203,6 @@ _URL_TEMPLATES = {"pdf_url": "{id}", "html_url": "{id}", "rss_url": "{categories
 _ALSO_NAMED = {"s2_key": "SEMANTIC_SCHOLAR_API_KEY"}
 # Seconds between requests to Semantic Scholar for every server on the machine: its pace for a key.
 _S2_INTERVAL = 1.0
-
-
-def _is_http_url(url: str, *, template: str) -> bool:
-    parts = urllib.parse.urlsplit(url)
-    return template in url and parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 SETTINGS = Settings.from_env()
@@ -5463,6 +5462,8 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
                 f'`find` searches the paper or some of its sections, not "{choice[:_ECHOED]}": '
                 "omit `section` or name sections."
             )
+        if [part.lower() for part in parts] == [REFERENCES]:  # its entries, with their details
+            return ReadRequest(READ_MODES["sections"], tuple(parts), words=words)
         return ReadRequest(READ_MODES["find"], tuple(parts), words=words)
     if mode.name != "sections":
         return ReadRequest(mode)
@@ -5755,8 +5756,8 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
     # a paper cites one way: raised numbers are its citations only where none is in brackets (else
     # they are its footnotes' marks)
     for citation in [c for c in citations if c[0].startswith("[")] or citations:
-        section = _section_at(text.sections, citation.start())
-        for key in _cited_keys(citation):
+        section, named = _section_at(text.sections, citation.start()), _cited_keys(citation)
+        for key in named if 0 not in named else ():  # no entry is 0: "x ∈ [0, 1]" is no citation
             if len(found := keys.get(key, [])) == 1 and section is not None:
                 cited[found[0]].append(section.number or section.title)
     return [
@@ -6579,12 +6580,14 @@ def format_sections(
     overview: Overview | None = None,
     s2_references: "LinkedPapers | str" = "",
     page: tuple[int, int] = (0, 10),
+    words: str = "",
 ) -> str:
     """``sections`` (records of ``overview``'s rows, or of the text's) read from the text's records
     of the same headings, with their subsections, each ending with a navigation line (its
     neighbours in ``overview``'s rows, which name the sections not converted yet too); a section
     the text lacks says so.  A reference list is its entries (``format_references``, with what
-    ``s2_references`` adds, or why it adds nothing), one ``page`` of them when all pass the cap."""
+    ``s2_references`` adds, or why it adds nothing), those that hold ``words`` (``find``), one
+    ``page`` of them when all pass the cap."""
     rows = (
         overview.sections
         if overview
@@ -6606,9 +6609,9 @@ def format_sections(
                 entries = with_semantic_scholar(entries, s2_references)
             cited += [e.arxiv_id for e in entries if e.arxiv_id and e.arxiv_id not in cited]
             note = s2_references if isinstance(s2_references, str) else ""
-            body = format_references(body.split("\n", 1)[0], entries, note)
+            body = format_references(body.split("\n", 1)[0], entries, note, words=words)
             if len(body) > max_chars:
-                body = format_references(body.split("\n", 1)[0], entries, note, page)
+                body = format_references(body.split("\n", 1)[0], entries, note, page, words)
         parts.append(f"{body}\n\n---\n{_neighbours(rows, _position(listed, chosen))}")
     document = "\n\n".join(parts)
     # The cited ids end the answer, and room is kept for them when the reference text is cut.
@@ -6635,13 +6638,21 @@ def format_references(
     entries: Sequence[Reference],
     note: str = "",
     page: tuple[int, int] | None = None,
+    words: str = "",
 ) -> str:
     """A reference list (``references``, ``with_semantic_scholar``) under its ``heading``: a line
     that counts its entries, those with an arXiv id or DOI (and of those, Semantic Scholar's), and
     names the most cited in the paper, then ``note`` (why Semantic Scholar adds nothing); then each
-    entry as printed, on one line, with its details under it (``_reference_details``): all, or the
-    ``page`` (first, how many) that a line after them names, with the call for the next."""
-    first, count = page or (0, len(entries))
+    entry as printed, on one line, with its details under it (``_reference_details``): all, or
+    those whose text or details hold every word of ``words`` (as ``find`` matches them), or the
+    ``page`` (first, how many) of them that a line after them names, with the call for the next."""
+    terms = _find_terms(words)
+    held = [
+        e
+        for e in entries
+        if not terms or _matches_in(Passage(0, 0, f"{e.text} {_reference_details(e)}"), terms)
+    ]
+    first, count = page or (0, len(held))
     most = sorted((e for e in entries if e.cited_in), key=lambda e: -len(e.cited_in))
     named = ", ".join(f"{e.label} {len(e.cited_in)}×" for e in most[:_CITED_MOST])
     followed = sum(bool(entry.arxiv_id or entry.doi) for entry in entries)
@@ -6650,6 +6661,7 @@ def format_references(
         f"{len(entries)} entries, {followed} with an arXiv id or DOI"
         + f" ({from_s2} of them from {_S2})" * bool(from_s2)
         + f"; cited most here: {named}" * bool(named)
+        + f'; {len(held)} hold "{words}"' * bool(terms)
     )
     return "\n\n".join(
         [
@@ -6657,10 +6669,10 @@ def format_references(
             f"{counted}.{f' {note}' * bool(note)}",
             *(
                 f"{' '.join(e.text.split())}\n  {_reference_details(e)}"
-                for e in entries[first : first + count]
+                for e in held[first : first + count]
             ),
             *[
-                f"[Entries {first + 1}–{min(first + count, len(entries))} of {len(entries)}: "
+                f"[Entries {first + 1}–{min(first + count, len(held))} of {len(held)}: "
                 f"the whole list passes the answer's cap. The next: `max_results={count}, "
                 f"start={first + count}`.]"
             ]
@@ -9720,6 +9732,7 @@ def answer_sections(call: ReadCall) -> Answer:
             reading.overview,
             s2_references,
             call.page,
+            request.words,
         )
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)

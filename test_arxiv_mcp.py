@@ -5577,6 +5577,30 @@ def test_the_pdf_cites_each_reference_where_its_html_does(html_papers, convert_o
     assert sum(len(entry.cited_in) for entry in from_pdf) == 59
 
 
+@pytest.mark.parametrize(
+    "cites, entries, counts",
+    [
+        # a range counts each entry in it, a list each once; an interval [0, 1] cites nothing
+        (
+            "As [2–4] and [1, 3] show, x ∈ [0, 1].",
+            "[1] A. Adams. 2020.\n\n[2] B. Brown. 2021.\n\n[3] C. Cole. 2019.\n\n[4] D. Doe. 2018.",
+            [1, 1, 2, 1],
+        ),
+        # author-year with a letter: "Cole, 2019a" is the 2019a entry alone; "Cole (2019)" fits two
+        (
+            "Cole, 2019a, and (Adams and Brown, 2020; Cole et al., 2019b) and Cole (2019).",
+            "- Adams, A. 2020. One.\n\n- Cole, C. 2019a. Two.\n\n- Cole, C. 2019b. Three.",
+            [1, 1, 1],
+        ),
+    ],
+)
+def test_citations_name_their_entries_by_number_range_or_author_and_year(cites, entries, counts):
+    text = am.PaperText.from_pdf(
+        am.PdfText((f"## 1 Introduction\n\n{cites}\n\n## References\n\n{entries}\n",), 1, ())
+    )
+    assert [len(entry.cited_in) for entry in references_of(text)] == counts
+
+
 def test_a_physics_pdf_cites_by_raised_numbers_and_an_exponent_is_no_citation(convert_once):
     """1111.2011v2 (REVTeX) cites as "chains.<sup>2</sup>", "possible.<sup>5,6</sup>"; its
     formulas' "_p_<sup>2</sup>" are exponents.  Checked by hand: [7] twice in I, [8] and [9] once
@@ -5651,7 +5675,9 @@ def s2_references(env, *papers):
             item["citedPaper"] = {"paperId": None, "title": title}
         items.append(item)
     body = json.dumps({"offset": 0, "data": items}).encode()
-    env.script["/references"] = [FakeResponse(body, "https://api.semanticscholar.org/")]
+    env.script["/references"] = [
+        FakeResponse(body, "https://api.semanticscholar.org/") for _ in range(4)
+    ]
 
 
 def test_semantic_scholar_gives_an_entry_its_id_count_and_influence_where_one_fits(html_env):
@@ -5697,6 +5723,15 @@ def test_semantic_scholar_gives_an_entry_its_id_count_and_influence_where_one_fi
     assert details["Deng et al. (2021)"] == "  cited here 1× (6)", "unresolved by S2"
     assert details["Herzig et al. (2020)"].startswith("  cited here 7×"), "two fit: none is taken"
     assert answer.endswith("2106.05234, 2009.13845, 2004.08483"), "S2's id among those it cites"
+    # find narrows the entries, matching their details too
+    for words, shown in (
+        ("influential", "Ainslie"),
+        ("2004.08483", "Ainslie"),
+        ("longformer", "Beltagy"),
+    ):
+        found = call(paper="2203.00274v2", section="references", find=words)
+        assert f'; 1 hold "{words}".' in found and found.count("\n  arXiv:") == 1, found
+        assert f"- [{shown} et al. (2020)]" in found
 
 
 def test_a_reference_list_past_the_answers_cap_is_paged(html_env):
