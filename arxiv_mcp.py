@@ -5779,11 +5779,13 @@ def with_semantic_scholar(entries: Sequence[Reference], cited: LinkedPapers) -> 
     order) say of each: how often it is cited, whether the paper cites it influentially, and its
     arXiv id or else DOI when the entry's text names none.  The S2 reference an entry is: the one
     whose title its text holds (folded), else, for an entry that prints no title, the one of its
-    first author's surname and year; where two fit, or none, the entry stays as it is."""
+    first author's surname and year; where two fit, or none, or it fits two entries, the entry
+    stays as it is."""
     fitted = [(entry, _s2_reference(entry, cited)) for entry in entries]
+    fits = Counter(id(found) for _, found in fitted if found)  # one that fits two entries: neither
     return [
         entry
-        if found is None
+        if found is None or fits[id(found)] > 1
         else dataclasses.replace(
             entry,
             cited_by=found.citations,
@@ -5799,16 +5801,21 @@ def with_semantic_scholar(entries: Sequence[Reference], cited: LinkedPapers) -> 
 def _s2_reference(entry: Reference, cited: LinkedPapers) -> Linked | None:
     """The one of ``cited`` that ``entry`` is (``with_semantic_scholar``), or None."""
     printed, (surname, year) = _match_key(entry.text), _entry_key(entry.text, None)
-    fits = [
-        paper
-        for paper in cited.papers
-        if len(title := _match_key(paper.title)) >= _MIN_MATCHED_TITLE and title in printed
-    ] or [
-        paper
-        for paper in cited.papers
-        if paper.authors
-        and (_ascii(paper.authors[0].split()[-1]).lower(), str(paper.year)) == (surname, year[:4])
-    ]
+    fits = (
+        [
+            paper
+            for paper in cited.papers
+            if len(title := _match_key(paper.title)) >= _MIN_MATCHED_TITLE and title in printed
+        ]
+        or [
+            paper
+            for paper in cited.papers
+            if surname
+            and paper.authors  # its first author's last name, and its year
+            and (_ascii("".join(paper.authors[0].split()[-1:])).lower(), str(paper.year))
+            == (surname, year[:4])
+        ]
+    )
     return fits[0] if len(fits) == 1 else None
 
 

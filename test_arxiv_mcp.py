@@ -5771,6 +5771,18 @@ def test_an_entry_that_prints_no_title_is_matched_by_its_first_author_and_year()
     assert (found.doi, found.cited_by, found.id_from_s2) == ("10.1080/1", 900, True)
     twice = am.CitedPapers(papers=(cited.papers[0], cited.papers[0]), limit=1000)
     assert am.with_semantic_scholar(entries, twice) == entries
+    nameless = [am.Reference("[1] A. B. 2020.")]  # no surname to match: nothing is taken
+    anonymous = am.CitedPapers(papers=(am.Linked("Untitled", ("",), 2020),), limit=1000)
+    assert am.with_semantic_scholar(nameless, anonymous) == nameless
+    # "Deep learning" is in both entries' titles: it is neither's
+    both = [
+        am.Reference("[1] A. Ng. Deep learning for vision. 2019."),
+        am.Reference("[2] B. Li. Deep learning in physics. 2019."),
+    ]
+    deep = am.CitedPapers(
+        papers=(am.Linked("Deep Learning", ("Y. LeCun",), 2015, "", "10.1/x", 9),), limit=1000
+    )
+    assert am.with_semantic_scholar(both, deep) == both
 
 
 @pytest.mark.parametrize(
