@@ -5669,7 +5669,7 @@ _NUMBER_CITATION = re.compile(
     r"([0-9]{1,3}(?:\s*[,–-]\s*[0-9]{1,3})*)(?:\]|</sup>)"
 )
 _NAME_CITATION = re.compile(
-    r"([A-Z][^\W\d_][\w'’-]*)(?:,? et al\.|,? (?:and|&) [A-Z][\w'’-]+)?,?\s*\(?"
+    r"([A-Z][^\W\d_][\w'’-]*)(?:,? et al\.|,? (?:and|&) [A-Z][\w'’-]+)?,*\s*\(?"
     r"((?:(?:19|20)[0-9]{2}[a-z]?(?:,\s*)?)+)"
 )
 _YEAR = re.compile(r"\b(?:19|20)[0-9]{2}[a-z]?\b")
@@ -5680,7 +5680,8 @@ _DOI = re.compile(r"\b(10\.[0-9]{4,9}/[^\s,;*]+[^\s,;.*)\]])")
 class Reference:
     """An entry of a paper's reference list (``references``): its text as printed, its label
     included; the arXiv id or else the DOI it names; and the section of each place where the
-    paper's text cites it, in reading order (a number, or a title where sections have none)."""
+    paper's text cites it, in reading order (a number, or a title where sections have none; ""
+    before the first)."""
 
     text: str
     arxiv_id: str = ""
@@ -5745,8 +5746,7 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
     arXiv id (``cited_arxiv_ids``) or DOI it names, and the sections where the rest of the text
     cites it: by number in a numbered list, else by first author and year (with its letter), an
     entry counted only when it alone has them."""
-    entries = _entry_texts(text.body(listed))
-    numbered = bool(_numbered_entries(text.body(listed)))
+    entries, numbered = _entry_texts(text.body(listed)), bool(_numbered_entries(text.body(listed)))
     keys: dict[Any, list[int]] = {}
     for index, entry in enumerate(entries):
         keys.setdefault(_entry_key(entry, index + 1 if numbered else None), []).append(index)
@@ -5757,9 +5757,11 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
     # they are its footnotes' marks)
     for citation in [c for c in citations if c[0].startswith("[")] or citations:
         section, named = _section_at(text.sections, citation.start()), _cited_keys(citation)
-        for key in named if 0 not in named else ():  # no entry is 0: "x ∈ [0, 1]" is no citation
-            if len(found := keys.get(key, [])) == 1 and section is not None:
-                cited[found[0]].append(section.number or section.title)
+        # before the first section a raised number is an affiliation's mark
+        marks = section is None and citation[0].startswith("<")
+        for key in named if 0 not in named and not marks else ():  # no entry is 0: "[0, 1]"
+            if len(found := keys.get(key, [])) == 1:
+                cited[found[0]].append((section.number or section.title) if section else "")
     return [
         Reference(
             text=entry,
@@ -6692,12 +6694,12 @@ def _reference_details(entry: Reference) -> str:
     """``arXiv:1409.0473 · cited by 27,431 · cited here 3× (1, 3.2, 6.1) · influential``: the id to
     follow the entry, how often it is cited, how often and in which sections the paper cites it,
     and whether it builds on it (by Semantic Scholar's reckoning)."""
-    cited_here = ", ".join(dict.fromkeys(entry.cited_in))
+    cited_here = ", ".join(dict.fromkeys(filter(None, entry.cited_in)))  # "": before any section
     parts = (
         f"arXiv:{entry.arxiv_id}" if entry.arxiv_id else f"doi:{entry.doi}" * bool(entry.doi),
         f"cited by {_thousands(entry.cited_by)}" if entry.cited_by is not None else "",
-        f"cited here {len(entry.cited_in)}× ({cited_here})"
-        if cited_here
+        f"cited here {len(entry.cited_in)}×{f' ({cited_here})' * bool(cited_here)}"
+        if entry.cited_in
         else "never cited in its text",
         "influential" * entry.influential,
     )

@@ -5539,7 +5539,7 @@ def cite_links(page: str) -> Counter:
     """How often a LaTeXML page's citations (``<cite class="ltx_cite">``) link each entry of its
     bibliography (``#bib.bibN``), by N: the entry's place in the list."""
     cites = re.findall(r'<cite class="ltx_cite[^"]*">(.*?)</cite>', page, re.S)
-    return Counter(int(n) for cite in cites for n in re.findall(r'href="#bib\.bib([0-9]+)"', cite))
+    return Counter(int(n) for cite in cites for n in re.findall(r'#bib\.bib([0-9]+)"', cite))
 
 
 def references_of(text: am.PaperText) -> list[am.Reference]:
@@ -5565,6 +5565,16 @@ def test_each_reference_is_cited_here_where_the_pages_cite_links_say(
     assert len(found) == entries and sum(links.values()) > 50
     assert [len(entry.cited_in) for entry in found] == [links[n] for n in range(1, entries + 1)]
     assert (found[0].label, found[0].arxiv_id, found[0].cited_in) == first
+
+
+def test_a_citation_before_the_first_section_counts_without_a_section(html_papers):
+    """2407.16314 opens with no heading and cites as LaTeXML writes natbib's "(Adam,, 2016)": every
+    entry as often as the page's links, one before any section shown with no section."""
+    found = references_of(html_papers("2407.16314").text)
+    links = cite_links(html_page("2407.16314"))
+    assert [len(entry.cited_in) for entry in found] == [links[n] for n in range(1, 25)]
+    assert sum(links.values()) == 32 and found[1].label == "[Adam, (2016)]"
+    assert found[1].cited_in == ("",) and am._reference_details(found[1]) == "cited here 1×"
 
 
 def test_the_pdf_cites_each_reference_where_its_html_does(html_papers, convert_once):
