@@ -9857,7 +9857,7 @@ def answer_bibtex(call: ReadCall) -> Answer:
 
 
 def answer_citations(call: ReadCall) -> Answer:
-    """Who cites the paper, from Semantic Scholar (``PaperLibrary.citing``, ``format_citing``),
+    """Who cites the paper, from Semantic Scholar (``PaperLibrary.linked``, ``format_citing``),
     with the paper's own count when it comes within the same wait."""
     library, wait = call.library, call.s2_wait
     until = time.monotonic() + wait
