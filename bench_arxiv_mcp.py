@@ -4,6 +4,7 @@
     uv run bench_arxiv_mcp.py --agent      # an agent's session, against a plain conversion
     uv run bench_arxiv_mcp.py --check      # every corpus page: no converter debris
     uv run bench_arxiv_mcp.py --integrity  # each section holds its own text, all of it
+    uv run bench_arxiv_mcp.py --twice      # every first page converts the same twice
     uv run bench_arxiv_mcp.py --html       # ../shared/html against the PDFs; memory
     uv run bench_arxiv_mcp.py --session    # search, read 3 papers at arXiv's pace, restart
     uv run bench_arxiv_mcp.py --session --throttled  # the same, the API throttled
@@ -967,6 +968,25 @@ def report_integrity(pdfs: dict[str, bytes]) -> int:
     return len(totals.displaced) + len(totals.unreadable) + lost
 
 
+def report_twice(pdfs: dict[str, bytes]) -> int:
+    """Whether each paper's first page converts to the same Markdown twice, each time from the PDF
+    opened afresh: the test (``test_every_corpus_paper_reads_the_same_twice``) checks it on a
+    sample of the corpus's layouts, this on every paper.  Prints a row a paper; returns how many
+    differ."""
+    print("| paper | the first page, converted twice | seconds |")
+    print("|---|---|---|")
+    differ = 0
+    for arxiv_id, data in pdfs.items():
+        started, made = time.perf_counter(), []
+        for _ in range(2):
+            with am._opened(data) as doc, am._PDF_LOCK:
+                made.append(am._page_markdown(doc, 1).markdown)
+        differ += made[0] != made[1]
+        said = "the same" if made[0] == made[1] else "DIFFERENT"
+        print(f"| {arxiv_id} | {said} | {time.perf_counter() - started:.1f} |")
+    return differ
+
+
 HTML_DIR = HERE.parent / "shared" / "html"
 # the version each shared page is of (ar5iv's name none)
 HTML_VERSIONS = {
@@ -1869,6 +1889,12 @@ def main() -> None:
         help="only convert every page and check the text for converter debris (issue 12)",
     )
     parser.add_argument(
+        "--twice",
+        action="store_true",
+        help="only convert each paper's first page twice and check that both are the same (what "
+        "the tests check on a sample of the corpus's layouts)",
+    )
+    parser.add_argument(
         "--integrity",
         action="store_true",
         help="only convert every page and check that each section holds its own text, against the "
@@ -1960,6 +1986,8 @@ def main() -> None:
         sys.exit(1 if check(pdfs) else 0)
     if args.integrity:
         sys.exit(1 if report_integrity(pdfs) else 0)
+    if args.twice:
+        sys.exit(1 if report_twice(pdfs) else 0)
     reports = {  # each mode, by its flag: a report of its own, on the stand-in it makes
         "html": lambda: report_html(
             pdfs, args.runs, {corpus_id(p) for p in paths if "-pg" in p.stem}
