@@ -4219,8 +4219,8 @@ def read_structure(doc: "pymupdf.Document", max_pages: int | None = None) -> Str
     furniture = _part_or_empty("the page furniture", lambda: _page_furniture(blocks), ())
     blocks = [
         [
-            _unfurnished(block, furniture) if block in (page[0], page[-1]) else block
-            for block in page
+            _unfurnished(block, furniture) if index in (0, len(page) - 1) else block
+            for index, block in enumerate(page)
         ]
         for page in blocks
     ]
@@ -7623,7 +7623,8 @@ class _PdfState(_TextSource):
     asked_for: bool = False  # it is downloaded, or to be
     disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
-    pages: dict[int, str] = dataclasses.field(default_factory=dict)  # converted Markdown by page
+    # converted Markdown by page, its furniture left out (``_unfurnished``)
+    pages: dict[int, str] = dataclasses.field(default_factory=dict)
     # by converted page
     regions: dict[int, tuple[Region, ...]] = dataclasses.field(default_factory=dict)
 
@@ -7748,9 +7749,7 @@ class _PdfState(_TextSource):
         empty (the same text once every page is converted)."""
         numbers = self.full_pages(max_pages) if full else range(1, max(self.pages, default=0) + 1)
         pdf = PdfText(
-            tuple(
-                _unfurnished(self.pages.get(page, ""), self.structure.furniture) for page in numbers
-            ),
+            tuple(self.pages.get(page, "") for page in numbers),
             self.structure.page_count,
             self.structure.outline,
             frozenset(page for page in numbers if page not in self.pages),
@@ -9444,7 +9443,8 @@ class PaperLibrary:
                 state.pdf.structure = outcome
             elif outcome is not None:
                 page, made = outcome
-                state.pdf.pages = {**state.pdf.pages, page: made.markdown}
+                unfurnished = _unfurnished(made.markdown, state.pdf.structure.furniture)
+                state.pdf.pages = {**state.pdf.pages, page: unfurnished}
                 state.pdf.regions = {**state.pdf.regions, page: made.regions}
             progress = len(state.pdf.pages), state.pdf.structure.page_count
         if isinstance(outcome, tuple):
@@ -9860,7 +9860,7 @@ def answer_citations(call: ReadCall) -> Answer:
     """Who cites the paper, from Semantic Scholar (``PaperLibrary.linked``, ``format_citing``),
     with the paper's own count when it comes within the same wait."""
     library, wait = call.library, call.s2_wait
-    until = time.monotonic() + wait
+    deadline = library.limiter.clock() + wait
     counted = (  # the paper's own count, for the total: asked beside the list, within its wait
         library.s2_flight(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
         if library.ask_s2
@@ -9872,8 +9872,11 @@ def answer_citations(call: ReadCall) -> Answer:
             "days); try again later."
         )
     try:
-        left = max(0.0, until - time.monotonic())
-        scholarly = _from_record(Scholarly, counted.result(left)) if counted else None
+        scholarly = (
+            _from_record(Scholarly, library.awaited(counted, deadline, _S2_SLOW))
+            if counted
+            else None
+        )
     except Exception:  # slow or failing: the header goes without the total
         scholarly = None
     return Answer(format_citing(call.arxiv_id, citing, call.request.words, call.page, scholarly))
