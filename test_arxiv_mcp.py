@@ -6300,9 +6300,10 @@ def test_section_by_number_title_roman_and_several(env):
     assert "(arXiv:1111.2011v2)" in by_number.splitlines()[0]
     assert "## II Self-consistent action in the large z limit" in by_number
     assert "### II.A Ordered Phase" in by_number and "## III" not in by_number
-    assert call(paper="1111.2011v2", section="2") == by_number  # arabic finds Roman numbering
-    by_title = call(paper="1111.2011v2", section="  self-consistent ACTION ")
-    assert by_title == by_number
+    # The same section each way; the navigation line's sizes grow exact while the paper converts.
+    same = by_number.rsplit("\nNavigation: ", 1)[0]
+    assert call(paper="1111.2011v2", section="2").startswith(same)  # arabic finds Roman numbering
+    assert call(paper="1111.2011v2", section="  self-consistent ACTION ").startswith(same)
     subsection = call(paper="1111.2011v2", section="ii.a")
     assert "### II.A Ordered Phase" in subsection and "II.B" not in subsection.split("---")[0]
     several = call(paper="1111.2011v2", section="Introduction, discussion")
