@@ -5627,9 +5627,8 @@ def _numbered_entries(text: str) -> list[tuple[int, int]]:
 def reference_entries(text: str) -> int:
     """How many entries a reference list holds: its numbers (``[1]``, ``1.``) when they run
     from 1, else its entries (``_entry_texts``)."""
-    if numbered := _numbered_entries(text):
-        return max(number for _, number in numbered)
-    return len(_entry_texts(text))
+    numbered = _numbered_entries(text)
+    return max(number for _, number in numbered) if numbered else len(_entry_texts(text))
 
 
 def _references_summary(text: str) -> str:
@@ -7139,7 +7138,11 @@ def format_visuals(
         if len(images) >= _MAX_IMAGES or reading.pdf is None:
             left_out.append(visual.label)
             continue
-        image = render(reading.pdf, found.page, region.bbox if region else None)
+        try:
+            image = render(reading.pdf, found.page, region.bbox if region else None)
+        except ArxivError as error:  # this image alone is lost: its text and the others stay
+            parts.append(f"**{visual.label}**: {text} *[no image: {error}]*")
+            continue
         if used + len(image.data) > _ANSWER_IMAGE_BYTES:
             left_out.append(visual.label)
             continue
@@ -7407,9 +7410,7 @@ def _record(value: Any) -> bytes:
             }
         if isinstance(item, (tuple, list, frozenset)):
             return [plain(part) for part in item]
-        if isinstance(item, dict):
-            return {key: plain(part) for key, part in item.items()}
-        return item
+        return {key: plain(part) for key, part in item.items()} if isinstance(item, dict) else item
 
     return json.dumps(plain(value)).encode()
 
@@ -9221,6 +9222,22 @@ class PaperLibrary:
         except TimeoutError:
             raise ArxivError(late, transient=True) from None
 
+    def render(
+        self, arxiv_id: str, pdf: bytes, page: int, bbox: Sequence[float] | None, *, deadline: float
+    ) -> Image:
+        """An image of the paper's ``pdf`` (``Scheduler.render``), waited for until ``deadline``
+        (a limiter-clock time): one render in flight per image, which a later call of the same
+        image waits for too.  Raises ArxivError: the render's, or past the deadline (it goes on)."""
+        return self.awaited(
+            self.flights.fetch(
+                ("image", f"{arxiv_id} {page} {bbox}"),
+                lambda: self.scheduler.render(pdf, page, bbox),
+            ),
+            deadline,
+            "The image was not rendered within the deadline (ARXIV_DEADLINE): the converter is "
+            "busy; call again shortly.",
+        )
+
     def s2_flight(
         self, kind: type, base: str, fetch: Callable[..., Any]
     ) -> "concurrent.futures.Future[bytes]":
@@ -9490,10 +9507,12 @@ def _log_unexpected(error: Exception) -> None:
 
 def _api_trouble(error: ArxivError) -> str:
     """Why the API's metadata is missing, as the metadata's note says it."""
-    if isinstance(error, Throttled):
-        return "arXiv's API is limiting requests"
-    # the cause is in the log: the paper is what the agent came for
-    return "arXiv's API did not answer"
+    # else the cause is in the log: the paper is what the agent came for
+    return (
+        "arXiv's API is limiting requests"
+        if isinstance(error, Throttled)
+        else "arXiv's API did not answer"
+    )
 
 
 def _as_arxiv_error(error: Exception, message: str, transient: bool = False) -> ArxivError:
@@ -9697,9 +9716,11 @@ def _full(r: Reading, settings: Settings) -> Answer:
 def answer_find(call: ReadCall) -> Answer:
     """The passages that hold the words (``format_find``), or why the text cannot be searched."""
     r = call.reading()
-    if r.text_error:
-        return _text_unavailable(r)
-    return Answer(format_find(r.paper, r.passages, call.request.words, r.overview, r.sections))
+    return (
+        _text_unavailable(r)
+        if r.text_error
+        else Answer(format_find(r.paper, r.passages, call.request.words, r.overview, r.sections))
+    )
 
 
 def answer_hidden(call: ReadCall) -> Answer:
@@ -9745,7 +9766,11 @@ def answer_sections(call: ReadCall) -> Answer:
         )
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)
-    shown, images = format_visuals(reading, request.visuals, call.library.scheduler.render)
+    shown, images = format_visuals(
+        reading,
+        request.visuals,
+        functools.partial(call.library.render, call.arxiv_id, deadline=call.deadline),
+    )
     # an error alone stays an error answer
     if not sections and (images or not shown.startswith(ERROR)):
         shown = f"# {reading.paper.title} (arXiv:{reading.paper.arxiv_id})\n\n{shown}"

@@ -7584,6 +7584,34 @@ def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_fo
     )
 
 
+def test_an_image_held_up_in_the_converter_costs_the_call_that_image_at_its_deadline(
+    env, monkeypatch
+):
+    """A render that does not end (MuPDF stuck, a structure pass ahead of it in the converter)
+    holds no call past its deadline: the figure comes with its caption and the reason it has no
+    image, a second call meanwhile waits for the same render, and once it ends the image comes."""
+    assert am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1")).images
+    release, renders, real = threading.Event(), [], env.library.scheduler.render
+
+    def held(pdf, page, bbox):
+        renders.append(page)
+        release.wait(10)
+        return real(pdf, page, bbox)
+
+    monkeypatch.setattr(env.library.scheduler, "render", held)
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=0.5))
+    for _ in range(2):
+        started = time.monotonic()
+        late = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1"))
+        assert time.monotonic() - started < 3 and late.images == ()
+        assert "**Figure 1**: FIG. 1. Schematic depiction" in late.text
+        assert "*[no image: The image was not rendered within the deadline" in late.text
+    assert renders == [3], "the second call waited for the render in flight"
+    release.set()
+    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=600))
+    assert len(am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1")).images) == 1
+
+
 def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
     process = converter_process(env.library, QuickConverter)
     env.teardown.append(process.stop)
