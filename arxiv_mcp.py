@@ -7100,6 +7100,10 @@ def _visual_section(reading: "Reading", visual: VisualRequest, page: int) -> Sec
     return _section_at(rows, page, by_page=True)
 
 
+# what an image's line says when the layout found no region for it
+_WHOLE_PAGE = "; the layout found no region next to its caption, so this is the whole page"
+
+
 def format_visuals(
     reading: "Reading",
     visuals: Sequence[VisualRequest],
@@ -7112,9 +7116,7 @@ def format_visuals(
     can be asked for again.  An equation that the HTML has and the PDF's pages do not show (or a PDF
     that cannot be had) is its LaTeX with a note.  A number the paper does not have gives a short
     error naming what it has."""
-    parts: list[str] = []
-    images: list[Image] = []
-    left_out, used = list[str](), 0
+    parts, images, left_out, used = list[str](), list[Image](), list[str](), 0
     for visual in visuals:
         if not visual.kind:
             rows = _caption_rows(reading.captions, _CAPTION_START) or "None found."
@@ -7150,9 +7152,7 @@ def format_visuals(
         images.append(image)
         section = _visual_section(reading, visual, found.page)
         where = f"p. {found.page}" + (f', section "{section.label}"' if section else "")
-        size = f"image {image.width}×{image.height} px"
-        if region is None:
-            size += "; the layout found no region next to its caption, so this is the whole page"
+        size = f"image {image.width}×{image.height} px" + ("" if region else _WHOLE_PAGE)
         parts.append(
             f"**{visual.label}** ({where}; {size}): {text}"
             if visual.kind == "Equation" and region

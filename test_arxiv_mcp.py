@@ -4292,6 +4292,38 @@ def test_image_content_is_the_same_json_on_the_wire_under_mcp_1_and_2():
     assert image == {"type": "image", "data": "iVBORw0K", "mimeType": "image/png"}
 
 
+def test_a_figure_without_a_layout_region_is_its_whole_page_and_a_failed_render_costs_it_alone():
+    reading = am.Reading(
+        paper=am.parse_feed(ATOM_1111).papers[0],
+        text=None,
+        captions=(
+            am.Caption("Figure", "1", 3, "FIG. 1. Schematic depiction"),
+            am.Caption("Figure", "2", 5, "FIG. 2. The phase diagram"),
+        ),
+        pdf=PDF_1111,
+    )
+
+    def render(pdf, page, bbox):
+        if page == 5:
+            raise am.ArxivError("The converter was stopped; call again to read the text.")
+        return am.render_image(pdf, page, bbox)
+
+    shown, images = am.format_visuals(
+        reading, [am.VisualRequest("Figure", "1"), am.VisualRequest("Figure", "2")], render
+    )
+    assert len(images) == 1 and images[0].data.startswith(b"\x89PNG")
+    assert (
+        "**Figure 1** (p. 3; image " in shown
+        and "px; the layout found no region next to its caption, so this is the whole page)\n"
+        "FIG. 1. Schematic depiction"
+        in shown
+    )
+    assert shown.endswith(
+        "**Figure 2**: FIG. 2. The phase diagram *[no image: The converter was stopped; call again "
+        "to read the text.]*"
+    )
+
+
 @pytest.mark.mcp
 def test_an_image_answer_through_the_server_has_text_and_image_blocks(env):
     server = am.build_server()
