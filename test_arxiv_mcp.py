@@ -213,9 +213,11 @@ class FakeClock:
 def once(tmp_path_factory):
     """``once(key, make, keep)``: what ``make()`` gives, made once for the whole run when ``keep``
     accepts it: by one xdist worker while the others wait (an OS file lock), then read by them
-    (pickled in the run's folder)."""
+    (pickled in the run's folder, or in ``ARXIV_TEST_ONCE``'s: .ci/run shares it with its mcp 1.x
+    leg)."""
     base = tmp_path_factory.getbasetemp()
-    folder, memo = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base, {}
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, memo = Path(os.environ.get("ARXIV_TEST_ONCE") or run), {}
 
     def made(
         key: str, make: Callable[[], object], keep: Callable[[object], bool] = lambda _: True
