@@ -397,6 +397,17 @@ def test_each_stage_of_the_module_uses_only_the_stages_above_it():
     assert later == [], f"names used before their stage: {later}"
 
 
+def test_no_function_of_the_module_is_over_sixty_lines():
+    tree = ast.parse((HERE / "arxiv_mcp.py").read_text())
+    long = [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno >= 60
+    ]
+    assert long == [], "a function past 60 lines reads as several: cut it by what it does"
+
+
 def script_dependencies() -> list[str]:
     header = re.search(
         r"^# /// script\n(.*?)^# ///$", (HERE / "arxiv_mcp.py").read_text(), re.S | re.M
