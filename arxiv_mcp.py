@@ -849,32 +849,55 @@ class _Asking:
     data: bytes | None = None  # a POST's body
 
 
+class _UnfollowedRequest(urllib.request.Request):
+    """A request whose redirect urllib hands back unfollowed, as an HTTPError with the redirect's
+    status and Location, before it connects to the target: its record of redirects followed
+    (``redirect_dict``, which urllib's redirect handler reads to stop a loop) starts full.  This
+    holds under whatever opener the host process installed, where a redirect handler of the
+    module's own would need an opener of its own."""
+
+    def __init__(self, url: str, data: bytes | None, headers: Mapping[str, str]):
+        super().__init__(url, data=data, headers=dict(headers))
+        self.redirect_dict = _FullRedirectRecord()
+
+
+class _FullRedirectRecord(dict[str, int]):
+    """A record of redirects that reads as past any redirect limit (see ``_UnfollowedRequest``)."""
+
+    def __len__(self) -> int:
+        return sys.maxsize
+
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_HOPS = 5  # redirects one request follows, each within the allowed hosts
+
+
+@dataclass(eq=False)
+class _Redirected(Exception):
+    """The answer was a redirect to ``location`` (an absolute URL), not yet followed; ``status``:
+    its HTTP status (307 and 308 keep a POST's body)."""
+
+    location: str
+    status: int
+
+
+def _declared_length(headers: Any) -> int | None:
+    """The Content-Length a response declares, or None when it declares none that is a number."""
+    declared = (headers.get("Content-Length") or "").strip()
+    return int(declared) if declared.isascii() and declared.isdigit() else None
+
+
 def _get_once(
     url: str, accept: str, max_bytes: int, timeout: float, settings: Settings, asking: "_Asking"
 ) -> HttpResponse:
-    """One request with no retry (a GET, or a POST of ``asking.data``); maps every failure to
-    ArxivError, _ThrottleAnswer, _RetryableError or _StatusError."""
+    """One request with no retry and no redirect followed (a GET, or a POST of ``asking.data``);
+    maps every failure to ArxivError, _ThrottleAnswer, _RetryableError, _StatusError or, for a
+    redirect, _Redirected."""
     headers = {"User-Agent": settings.user_agent, "Accept": accept, **asking.headers}
-    request = urllib.request.Request(url, data=asking.data, headers=headers)
+    request = _UnfollowedRequest(url, asking.data, headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            final = urllib.parse.urlsplit(response.geturl())
-            # urllib follows redirects itself; refuse one that left arXiv before reading its body.
-            if (
-                final.scheme not in ("http", "https")
-                or final.hostname not in settings.allowed_hosts
-            ):
-                raise ArxivError(
-                    f"{asking.who} redirected the request to another host, which this server "
-                    "refuses to read.",
-                    transient=True,
-                )
-            declared = response.headers.get("Content-Length")
-            declared = (
-                int(declared)
-                if declared and declared.strip().isascii() and declared.strip().isdigit()
-                else None
-            )
+            declared = _declared_length(response.headers)
             if declared is not None and declared > max_bytes:
                 raise ArxivError(
                     f"The file is larger than the {max_bytes / 1e6:g} MB cap (ARXIV_MAX_PDF_MB)."
@@ -886,6 +909,10 @@ def _get_once(
                 raise _ThrottleAnswer(retry_after=_retry_after(response.headers))
             return HttpResponse(body, response.headers.get("Content-Type", "") or "")
     except urllib.error.HTTPError as error:
+        if error.code in _REDIRECTS and error.headers and error.headers.get("Location"):
+            error.close()
+            location = urllib.parse.urljoin(url, error.headers["Location"].strip())
+            raise _Redirected(location=location, status=error.code) from None
         if error.code in (429, 503):
             error.close()
             raise _ThrottleAnswer(retry_after=_retry_after(error.headers)) from None
@@ -917,6 +944,25 @@ def _host_to_ask(url: str, settings: Settings, limiter: RateLimiter, who: str) -
     return host
 
 
+def _hop(url: str, redirect: _Redirected, settings: Settings, asking: _Asking) -> _Asking:
+    """What the request sends to ``redirect``'s target, which it asks next: its headers only to
+    the host that ``url`` names (an API key never leaves its host), its body only on a 307 or 308.
+    ArxivError, before anything is sent, when the target is outside ``settings.allowed_hosts``."""
+    target = urllib.parse.urlsplit(redirect.location)
+    if target.scheme not in ("http", "https") or target.hostname not in settings.allowed_hosts:
+        raise ArxivError(
+            f"{asking.who} redirected the request to another host, which this server refuses to "
+            "read.",
+            transient=True,
+        )
+    same_host = target.hostname == urllib.parse.urlsplit(url).hostname
+    return _Asking(
+        who=asking.who,
+        headers=asking.headers if same_host else {},
+        data=asking.data if redirect.status in (307, 308) else None,
+    )
+
+
 def http_get(
     url: str,
     *,
@@ -932,11 +978,39 @@ def http_get(
     ``limiter`` (``_host_to_ask``).  A throttle (a 429, a 503, "Rate exceeded.") cools the service
     down for every caller; this call waits for cool-downs ``patience`` seconds in all, else raises
     Throttled.  A 5xx, a timeout or a network fault is retried with backoff ``settings.retries``
-    times; a host that cannot be reached, once.  Nothing waits past ``deadline`` (a
-    ``limiter.clock()`` time), no body past ``max_bytes``.  Raises ArxivError, _StatusError."""
+    times; a host that cannot be reached, once.  A redirect is checked before it is followed: one
+    to a host outside ``settings.allowed_hosts`` is refused without connecting there; one within
+    them (``_MAX_HOPS`` at most) is a request of its own, to its host in that host's turn, whose
+    faults are that host's alone (``_hop``).  Nothing waits past ``deadline`` (a ``limiter.clock()``
+    time), no body past ``max_bytes``.  Raises ArxivError, _StatusError."""
     settings, limiter, asking = settings or SETTINGS, limiter or LIMITER, asking or _Asking()
+    patient_until = limiter.clock() + patience
+    for _ in range(_MAX_HOPS + 1):
+        try:
+            return _get_from_host(
+                url, accept, max_bytes, deadline, settings, limiter, patient_until, asking
+            )
+        except _Redirected as redirect:
+            asking = _hop(url, redirect, settings, asking)
+            url = redirect.location
+    raise ArxivError(f"{asking.who} redirected the request too many times.", transient=True)
+
+
+def _get_from_host(
+    url: str,
+    accept: str,
+    max_bytes: int,
+    deadline: float | None,
+    settings: Settings,
+    limiter: RateLimiter,
+    patient_until: float,
+    asking: _Asking,
+) -> HttpResponse:
+    """``http_get``'s request to one URL, with its retries, in its host's turns; waits for
+    cool-downs until ``patient_until`` (a ``limiter.clock()`` time).  Raises _Redirected for a
+    redirect, unfollowed."""
     host, service = _host_to_ask(url, settings, limiter, asking.who), _service(url)
-    reason, throttled, patient_until = "no attempt was made", False, limiter.clock() + patience
+    reason, throttled = "no attempt was made", False
     unreachable = 0  # the attempts in a row that found the host unreachable: the second is the last
     for attempt in range(settings.retries + 1):
         if deadline is not None and deadline <= limiter.clock():

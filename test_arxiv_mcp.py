@@ -34,6 +34,7 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+import urllib.response
 import zoneinfo
 from collections import Counter
 from collections.abc import Callable
@@ -1092,12 +1093,73 @@ def test_pdf_cut_short_is_retried(env):
     assert len(env.requests) == 2
 
 
-def test_redirect_to_another_host_is_refused(env):
-    env.script["/pdf/"] = [
-        FakeResponse(PDF_1111, "http://169.254.169.254/latest", "application/pdf")
-    ] * 5
-    with pytest.raises(am.ArxivError, match="redirected"):
+def redirect(url, location, status=302):
+    """What urlopen raises for a redirect of an ``_UnfollowedRequest``: the redirect, unfollowed."""
+    return http_error(url, status, headers={"Location": location})
+
+
+def test_redirect_to_another_host_is_refused_without_asking_it(env):
+    env.script["/pdf/"] = [redirect(PDF_URL, "http://169.254.169.254/latest")] * 5
+    with pytest.raises(am.ArxivError, match="redirected the request to another host"):
         am.fetch_pdf("1111.2011v2")
+    assert env.urls == [PDF_URL], "the target is never asked, nor the redirect asked again"
+
+
+def test_redirect_within_the_allowed_hosts_is_followed_as_its_own_hosts_request(env):
+    """A hop to another allowed host waits for that host's turn, and gets none of the headers
+    meant for the first (an API key stays with its host); a hop to the same host keeps them."""
+    moved = "https://arxiv.org/pdf/1111.2011v2"
+    env.script["export.arxiv.org/pdf/"] = [redirect(PDF_URL, "/pdf/1111.2011v2v", 301)]
+    env.script["export.arxiv.org/pdf/1111.2011v2v"] = [redirect(PDF_URL, moved, 307)]
+    env.script["//arxiv.org/pdf/"] = [FakeResponse(PDF_1111, moved, "application/pdf")]
+    asking = am._Asking(who="arXiv", headers={"x-api-key": "secret"})
+    response = am.http_get(PDF_URL, accept="*/*", max_bytes=10**8, asking=asking)
+    assert response.body == PDF_1111
+    assert env.urls == [PDF_URL, PDF_URL + "v", moved]
+    sent = [request.get_header("X-api-key") for request in env.requests]
+    assert sent == ["secret", "secret", None]
+
+
+def test_too_many_redirects_end_the_request(env):
+    env.script["/pdf/"] = [redirect(PDF_URL, PDF_URL)] * 20
+    with pytest.raises(am.ArxivError, match="redirected the request too many times"):
+        am.fetch_pdf("1111.2011v2")
+    assert len(env.urls) == am._MAX_HOPS + 1
+
+
+def test_urllib_hands_a_redirect_back_before_connecting_to_its_target(monkeypatch):
+    """Through urllib's own urlopen and redirect handler (only the HTTPS connection faked): the
+    redirect comes back unfollowed, and no connection is opened to its target."""
+    opened = []
+
+    def https_open(handler, request):
+        opened.append(request.full_url)
+        headers = email.message.Message()
+        headers["Location"] = "https://internal.example/secret"
+        response = urllib.response.addinfourl(io.BytesIO(b""), headers, request.full_url, 302)
+        response.msg = "Found"
+        return response
+
+    monkeypatch.setattr(urllib.request.HTTPSHandler, "https_open", https_open)
+    with pytest.raises(am.ArxivError, match="redirected the request to another host"):
+        am.http_get(PDF_URL, accept="*/*", max_bytes=100, limiter=am.RateLimiter(0.0))
+    assert opened == [PDF_URL]
+
+
+def test_a_pdf_redirected_to_a_host_that_refuses_costs_the_pdf_alone(env):
+    """The PDF's URL redirects to another allowed host that refuses the connection: that host
+    alone is found unreachable; the overview keeps arXiv's metadata and abstract and says the PDF
+    could not be read, and a search right after answers."""
+    moved = "https://arxiv.org/pdf/1111.2011v2"
+    env.script["export.arxiv.org/pdf/"] = [redirect(PDF_URL, moved)] * 4
+    env.script["//arxiv.org/pdf/"] = [urllib.error.URLError(ConnectionRefusedError(111, "x"))] * 4
+    answer = call(paper="1111.2011v2")
+    assert "**Title:** Quantum Criticality for Extended Nodes" in answer, answer[:600]
+    assert "## Abstract" in answer and OWN_METADATA not in answer
+    assert "arXiv could not be reached: the connection was refused" in answer, answer[-600:]
+    assert env.library.limiter.unreachable_for("arxiv.org") > 0
+    assert env.library.limiter.unreachable_for("export.arxiv.org") == 0
+    assert call(query="quantum criticality").startswith("# arXiv search\n"), "the API answers"
 
 
 def test_requests_outside_the_configured_hosts_are_refused(env):
@@ -7830,7 +7892,7 @@ FAULTS = {
     ),
     "redirect to another host": (
         "/pdf/",
-        lambda: [FakeResponse(PDF_1111, "https://evil.example/x.pdf", "application/pdf")],
+        lambda: [redirect(PDF_URL, "https://evil.example/x.pdf")],
         "redirected",
     ),
     "encrypted PDF": (
