@@ -67,6 +67,7 @@ from testdata.converters import (
     KilledConverter,
     QuickConverter,
     StuckConverter,
+    WithoutPymupdf,
     quick_page,
 )
 
@@ -7167,8 +7168,13 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     waited_for[states[0]] = {4}  # a caller waits for page 4 of the oldest paper:
     states[0].revision += 1  # a change of the paper, after which its page plan is made again
     assert scheduler.job_for(states[0])[0] < jobs[2][0]
-    # a caller waits for a download: no background page is begun
-    scheduler._pdf_coming = lambda waited_for=False: True
+    # a caller waits for another paper's PDF, still downloading: no background page is begun
+    downloading = am._PaperState("2101.00009", policy="pdf", loading=False)
+    downloading.pdf.asked_for = True
+    downloading.callers.requests[am.ReadRequest(am.READ_MODES["overview"])] += 1
+    scheduler.close()  # its lanes start no more: the jobs are asked for here, not run
+    with scheduler.changed:
+        scheduler.add(downloading)
     assert scheduler.job_for(states[2]) is None and scheduler.job_for(states[0]) is not None
 
 
@@ -7479,6 +7485,21 @@ def test_a_lane_whose_converter_cannot_start_tries_again_after_a_pause_and_lives
     assert converter.starts == 3 and lane.is_alive(), "the lane lives on"
     scheduler.close()
     assert not lane.is_alive()
+
+
+def test_a_converter_process_without_pymupdf_names_the_install_and_blames_no_pdf():
+    """pymupdf missing in the converter process: each job answers what to install, a lasting
+    failure of the job (not a crash, which would count against the PDF), and the process lives on
+    for the next."""
+    converter = am.ConverterProcess(WithoutPymupdf(), layout=False)
+    try:
+        for _ in range(3):
+            with pytest.raises(am.ArxivError) as failure:
+                converter.structure(("1111.2011v2", "pdf"), PDF_1111)
+            assert str(failure.value) == am._NO_PYMUPDF and not failure.value.transient
+        assert converter.running and converter.generation.jobs == 3, "one process, never ended"
+    finally:
+        converter.shut()
 
 
 def test_two_threads_stopping_a_converter_at_once_end_it_without_an_error():

@@ -4,6 +4,7 @@ arxiv_mcp alone (the test module brings pytest and hypothesis: 0.6 s more a star
 
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -78,3 +79,19 @@ class AbortingConverter(QuickConverter):
                 attempts.write(f"page {page}\n")
             os.abort()
         return super().page(key, pdf, page, hidden)
+
+
+def _converter_without_pymupdf():
+    """Called where a converter process unpickles its ``make`` (``WithoutPymupdf``), before the
+    process imports pymupdf: from then on pymupdf cannot be imported there, as on a machine
+    without it."""
+    sys.modules["pymupdf"] = None
+    return am.Converter
+
+
+class WithoutPymupdf:
+    """A ``make`` for a converter process on a machine without pymupdf: the plain Converter, in a
+    process where ``import pymupdf`` fails (the test process keeps its own)."""
+
+    def __reduce__(self):
+        return _converter_without_pymupdf, ()
