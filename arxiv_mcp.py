@@ -4843,23 +4843,122 @@ def _tex(alttext: str) -> str:
     return " ".join(_DISPLAYSTYLE.sub("", _TEX_CONTINUATION.sub("", alttext)).split())
 
 
-class _LatexmlWriter:
-    """Writes an article's tree as Markdown blocks, recording its sections, captions, equations and
-    footnotes on the way.  Recursion follows the tree, which the parser keeps under
-    ``_MAX_HTML_DEPTH``."""
+class _LatexmlInline:
+    """Writes an element's inline content as Markdown text: math as LaTeX, emphasis, footnotes
+    (kept for the block that holds them), and hidden text (a mark in the text, kept as a Hidden
+    passage)."""
 
     def __init__(self) -> None:
+        self.notes: list[str] = []  # footnotes of the block being written, put after it
+        self.note_count = 0
+        self.hidden: dict[int, Hidden] = {}  # by the id of the hidden element
+
+    def inline(
+        self,
+        node: _Node,
+        *,
+        skip: _Node | None = None,
+        tex: bool = False,
+        lists: bool = True,
+        arxiv_links: bool = False,
+        emphasis: bool = True,
+    ) -> str:
+        """The text of ``node``: math as ``$…$`` (its LaTeX alone with ``tex``), footnotes as
+        ``[^N]`` marks whose text goes after the block, emphasis as Markdown (unless not
+        ``emphasis``: a title); nothing of ``skip``, of the dropped classes or, without ``lists``,
+        of nested lists."""
+        out = []
+        for child in node.children:
+            if isinstance(child, str):
+                out.append(child)
+            elif (
+                child is skip
+                or child.has(*_LTX_DROPPED)
+                or not lists
+                and child.has("ltx_itemize", "ltx_enumerate", "ltx_description")
+            ):
+                continue
+            elif child.tag == "math":
+                latex = _tex(child.attrs.get("alttext", ""))
+                block = child.attrs.get("display") == "block"
+                if tex:
+                    out.append(latex)
+                else:
+                    out.append(f" $${latex}$$ " if block else f"${latex}$")
+            elif child.tag == "br":
+                out.append(" ")
+            elif child.hidden:
+                out.append(f" {self.conceal(child)} ")
+            # a footnote; other notes are the authors' affiliations and thanks
+            elif child.has("ltx_note"):
+                if not child.has("ltx_role_footnote"):
+                    continue
+                self.note_count += 1
+                content = next(child.find_all(lambda n: n.has("ltx_note_content")), child)
+                self.notes.append(f"[^{self.note_count}]: {' '.join(self.inline(content).split())}")
+                out.append(f"[^{self.note_count}]")
+            else:
+                text = self.inline(
+                    child,
+                    skip=skip,
+                    tex=tex,
+                    lists=lists,
+                    arxiv_links=arxiv_links,
+                    emphasis=emphasis,
+                )
+                out.append(self.styled(child, text, arxiv_links) if emphasis else text)
+        return "".join(out)
+
+    def conceal(self, node: _Node) -> str:
+        """What stands for a hidden element: ``_HIDDEN_MARK``, its text kept as a Hidden passage
+        (once); the text itself when it has fewer than ``_MIN_HIDDEN_CHARS`` letters and digits (a
+        stray glyph)."""
+        text = " ".join(self.inline(node).split())
+        if not _is_message(text):
+            return text
+        self.hidden.setdefault(id(node), Hidden(text, node.hidden))
+        return _HIDDEN_MARK
+
+    def styled(self, node: _Node, text: str, arxiv_links: bool) -> str:
+        """An element's text with its emphasis, or the arXiv id its link names."""
+        if not text.strip():
+            return text
+        if (
+            arxiv_links
+            and node.tag == "a"
+            and (found := parse_arxiv_id(node.attrs.get("href", "")))
+            and found.split("v")[0] not in text
+        ):
+            return f"{text} (arXiv:{found})"
+        if node.has("ltx_font_bold"):
+            return f"**{text.strip()}**"
+        return f"*{text.strip()}*" if node.has("ltx_font_italic", "ltx_emph") else text
+
+    def line(self, node: _Node, **options: Any) -> str:
+        """``inline``'s text of ``node`` on one line, its white space collapsed."""
+        return " ".join(self.inline(node, **options).split())
+
+    def text(self, node: _Node | None) -> str:
+        """The plain text of ``node`` (a title, a tag) on one line, without emphasis; "" for
+        None."""
+        return self.line(node, emphasis=False) if node is not None else ""
+
+
+class _LatexmlWriter(_LatexmlInline):
+    """Writes an article's tree as Markdown blocks, recording its sections, captions, equations and
+    footnotes on the way (its inline content: ``_LatexmlInline``).  Recursion follows the tree,
+    which the parser keeps under ``_MAX_HTML_DEPTH``."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.blocks: list[str] = []
         self.headings: dict[int, tuple[str, str, int]] = {}  # block index → (number, title, level)
         self.captions: list[Caption] = []
         self.equations: dict[str, str] = {}
         # where each figure, table and equation is written: its label → its block's index
         self.places: dict[str, int] = {}
-        self.notes: list[str] = []  # footnotes of the block being written, put after it
-        self.note_count = 0
         self.run_in = ""  # a run-in heading waiting for its paragraph
         self.paragraphs = self.paragraphs_with_errors = 0
-        self.hidden: dict[int, Hidden] = {}  # by the id of the hidden element
         self.figures = 0  # numbered figures and tables being written, one inside another
 
     # Blocks
@@ -5153,98 +5252,6 @@ class _LatexmlWriter:
             front=front,
             hidden=tuple(dataclasses.replace(h, offset=next(marks)) for h in self.hidden.values()),
         )
-
-    # Inline content
-
-    def inline(
-        self,
-        node: _Node,
-        *,
-        skip: _Node | None = None,
-        tex: bool = False,
-        lists: bool = True,
-        arxiv_links: bool = False,
-        emphasis: bool = True,
-    ) -> str:
-        """The text of ``node``: math as ``$…$`` (its LaTeX alone with ``tex``), footnotes as
-        ``[^N]`` marks whose text goes after the block, emphasis as Markdown (unless not
-        ``emphasis``: a title); nothing of ``skip``, of the dropped classes or, without ``lists``,
-        of nested lists."""
-        out = []
-        for child in node.children:
-            if isinstance(child, str):
-                out.append(child)
-            elif (
-                child is skip
-                or child.has(*_LTX_DROPPED)
-                or not lists
-                and child.has("ltx_itemize", "ltx_enumerate", "ltx_description")
-            ):
-                continue
-            elif child.tag == "math":
-                latex = _tex(child.attrs.get("alttext", ""))
-                block = child.attrs.get("display") == "block"
-                if tex:
-                    out.append(latex)
-                else:
-                    out.append(f" $${latex}$$ " if block else f"${latex}$")
-            elif child.tag == "br":
-                out.append(" ")
-            elif child.hidden:
-                out.append(f" {self.conceal(child)} ")
-            # a footnote; other notes are the authors' affiliations and thanks
-            elif child.has("ltx_note"):
-                if not child.has("ltx_role_footnote"):
-                    continue
-                self.note_count += 1
-                content = next(child.find_all(lambda n: n.has("ltx_note_content")), child)
-                self.notes.append(f"[^{self.note_count}]: {' '.join(self.inline(content).split())}")
-                out.append(f"[^{self.note_count}]")
-            else:
-                text = self.inline(
-                    child,
-                    skip=skip,
-                    tex=tex,
-                    lists=lists,
-                    arxiv_links=arxiv_links,
-                    emphasis=emphasis,
-                )
-                out.append(self.styled(child, text, arxiv_links) if emphasis else text)
-        return "".join(out)
-
-    def conceal(self, node: _Node) -> str:
-        """What stands for a hidden element: ``_HIDDEN_MARK``, its text kept as a Hidden passage
-        (once); the text itself when it has fewer than ``_MIN_HIDDEN_CHARS`` letters and digits (a
-        stray glyph)."""
-        text = " ".join(self.inline(node).split())
-        if not _is_message(text):
-            return text
-        self.hidden.setdefault(id(node), Hidden(text, node.hidden))
-        return _HIDDEN_MARK
-
-    def styled(self, node: _Node, text: str, arxiv_links: bool) -> str:
-        """An element's text with its emphasis, or the arXiv id its link names."""
-        if not text.strip():
-            return text
-        if (
-            arxiv_links
-            and node.tag == "a"
-            and (found := parse_arxiv_id(node.attrs.get("href", "")))
-            and found.split("v")[0] not in text
-        ):
-            return f"{text} (arXiv:{found})"
-        if node.has("ltx_font_bold"):
-            return f"**{text.strip()}**"
-        return f"*{text.strip()}*" if node.has("ltx_font_italic", "ltx_emph") else text
-
-    def line(self, node: _Node, **options: Any) -> str:
-        """``inline``'s text of ``node`` on one line, its white space collapsed."""
-        return " ".join(self.inline(node, **options).split())
-
-    def text(self, node: _Node | None) -> str:
-        """The plain text of ``node`` (a title, a tag) on one line, without emphasis; "" for
-        None."""
-        return self.line(node, emphasis=False) if node is not None else ""
 
 
 def _equation_lines(rows: Sequence[tuple[list[str], str, int]]) -> Iterator[tuple[str, str]]:
@@ -7642,6 +7649,12 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 CHECK_LOCKS = os.environ.get("ARXIV_CHECK_LOCKS") == "1"
 
 
+def _join_within(threads: Iterable[threading.Thread], until: float) -> None:
+    """Join ``threads`` until ``until`` (a ``time.monotonic()`` time) at most, in all."""
+    for thread in threads:
+        thread.join(max(0.0, until - time.monotonic()))
+
+
 class LockRuleBroken(RuntimeError):
     """A paper's state was written without its lock held (with ``CHECK_LOCKS`` on)."""
 
@@ -8129,8 +8142,15 @@ class Converter:
                 doc.close()
 
     def stop(self) -> None:
-        for key in list(self._docs):
-            self.close(key)
+        """Close every open PDF; when a page in another thread holds MuPDF past ``_CLOSE_WAIT``,
+        leave them to the process (a close is never blocked for longer)."""
+        if not _PDF_LOCK.acquire(timeout=_CLOSE_WAIT):
+            return
+        try:
+            while self._docs:  # a close that fails is not tried again
+                self._docs.popitem()[1].close()
+        finally:
+            _PDF_LOCK.release()
 
     shut = stop
 
@@ -8634,16 +8654,18 @@ class Scheduler:
             return _Lane.END
         return job
 
-    def close(self) -> None:
-        """End the lanes and their converters for good; each lane's thread is joined."""
+    def close(self, until: float | None = None) -> None:
+        """End the lanes and their converters for good; each lane's thread is joined until
+        ``until`` (a ``time.monotonic()`` time; by default ``_CLOSE_WAIT`` seconds from now) at
+        most (a lane inside a page converted in this process ends with it, or with the process:
+        the lanes are daemons)."""
         self._closed.set()
         with self.changed:
             self.changed.notify_all()
             lanes = list(self._lanes.values())
         for converter in {self.converter, self.structure_converter or self.converter}:
             converter.shut()
-        for thread in lanes:
-            thread.join()
+        _join_within(lanes, time.monotonic() + _CLOSE_WAIT if until is None else until)
 
     def _structure(
         self, key: tuple[str, str], pdf: bytes, disk_text: tuple[DiskCache, str] | None
@@ -8796,30 +8818,39 @@ def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], 
 class Flights:
     """The library's threads, and its fetches in flight, one per key: a second caller of a key waits
     for the fetch in flight as a future, up to its own wait, never on a lock held across the
-    network.  It owns its lock, ``_lock``, held for its two collections alone; ``close`` joins the
-    threads."""
+    network.  It owns its lock, ``_lock``, held for its collections and its closed flag alone;
+    ``close`` joins the threads, and none starts after it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._flying: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
         self._threads: set[threading.Thread] = set()
+        self._closed = False
 
-    def start(self, name: str, target: Callable[..., object], *args: Any) -> None:
-        """Run ``target(*args)`` in a thread of the library's (``close`` joins it)."""
+    def start(self, name: str, target: Callable[..., object], *args: Any) -> bool:
+        """Run ``target(*args)`` in a thread of the library's (``close`` joins it); False, with
+        nothing run, once closed."""
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         with self._lock:
+            if self._closed:
+                return False
             self._threads = {t for t in self._threads if t.is_alive()} | {thread}
         thread.start()
+        return True
 
     def fetch(
         self, key: tuple[str, str], fetch: Callable[[], _Kept]
     ) -> "concurrent.futures.Future[_Kept]":
-        """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread."""
+        """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread;
+        once closed, a future that holds ArxivError."""
         with self._lock:
             if (future := self._flying.get(key)) is not None:
                 return future
             future = self._flying[key] = concurrent.futures.Future()
-        self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+        if not self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future):
+            with self._lock:
+                del self._flying[key]
+            future.set_exception(ArxivError("The server is shutting down.", transient=True))
         return future
 
     def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
@@ -8832,16 +8863,14 @@ class Flights:
             with self._lock:
                 del self._flying[key]
 
-    def close(self, wait: float) -> None:
-        """Join the threads, ``wait`` seconds at most in all (a thread still waiting for the
-        network then ends with the process: they are daemons)."""
-        until = time.monotonic() + wait
-        while time.monotonic() < until:
-            with self._lock:
-                running = [thread for thread in self._threads if thread.is_alive()]
-            if not running:
-                return
-            running[0].join(until - time.monotonic())
+    def close(self, until: float) -> None:
+        """Start no thread from now on, and join those running until ``until`` (a
+        ``time.monotonic()`` time) at most (a thread still waiting for the network then ends with
+        the process: they are daemons)."""
+        with self._lock:
+            self._closed = True
+            running = list(self._threads)
+        _join_within(running, until)
 
 
 class Catalogue:
@@ -9263,8 +9292,9 @@ class PaperLibrary:
     def close(self) -> None:
         """Stop the scheduler's lanes and converters, and join the library's threads (those still
         waiting for the network ``_CLOSE_WAIT`` seconds at most)."""
-        self.scheduler.close()
-        self.flights.close(_CLOSE_WAIT)
+        until = time.monotonic() + _CLOSE_WAIT
+        self.scheduler.close(until)
+        self.flights.close(until)
 
     @classmethod
     def of_the_machine(cls, settings: Settings) -> "PaperLibrary":
