@@ -638,12 +638,9 @@ def test_settings_defaults_and_overrides():
     assert am.Settings.from_env(
         {"ARXIV_SOURCE": "pdf", "ARXIV_HTML_URL": "https://mirror.example/h/{id}"}
     ) == am.Settings(source="pdf", html_url="https://mirror.example/h/{id}")
-    assert (
-        am.Settings.from_env(
-            {"ARXIV_SOURCE": "latex", "ARXIV_HTML_URL": "https://mirror.example/h/"}
-        )
-        == default
-    )
+    assert am.Settings.from_env(
+        {"ARXIV_SOURCE": "latex", "ARXIV_HTML_URL": "https://mirror.example/h/"}
+    ) == am.Settings(source="latex"), "the policy is the library's table to understand"
 
 
 def test_bad_settings_fall_back_to_defaults_without_echoing_the_value(caplog):
@@ -653,17 +650,19 @@ def test_bad_settings_fall_back_to_defaults_without_echoing_the_value(caplog):
             "ARXIV_MAX_CHARS": "lots",
             "ARXIV_PDF_URL": secret.replace("api", "nope"),
             "ARXIV_MIN_INTERVAL": "-1",
-            "ARXIV_SOURCE": "latex",
             "ARXIV_S2_URL": "off!",
         }
     )
     assert settings == am.Settings()
+    # a policy no text source of the library's table is named: read as "auto"
+    library = am.PaperLibrary(am.Settings.from_env({"ARXIV_SOURCE": "latex"}))
+    assert library.settings == am.Settings()
     assert "s3cret" not in caplog.text and "lots" not in caplog.text
     for said in (
         "ARXIV_MAX_CHARS is not a valid int",
         "ARXIV_PDF_URL must be an http(s) URL containing {id}",
         "ARXIV_MIN_INTERVAL must be a non-negative number",
-        "ARXIV_SOURCE must be one of auto, html, pdf",
+        "ARXIV_SOURCE must be one of auto, html, pdf; using auto",
         "ARXIV_S2_URL must be an http(s) URL; using the default",
     ):
         assert said in caplog.text
@@ -7207,13 +7206,101 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
             setattr(part, field, getattr(part, field))
     fresh = am._PaperState("2101.00001")  # a state no library holds yet: built freely
     fresh.loading = False
-    # every part is guarded, each text source's too, by the one table (``_TEXT_SOURCES``)
+    # every part is guarded, its PDF's and each text source's too, by the one table
     guarded = am._PaperState("2101.00002").guard(html_env.library.scheduler.changed)
-    assert set(guarded.texts) == set(am._TEXT_SOURCES) and set(am._POLICIES) == set(am.SOURCES)
-    for part in (guarded.metadata, guarded.callers, *guarded.texts.values()):
+    assert list(guarded.texts) == [kind.name for kind in am.TEXT_SOURCES] == ["html", "pdf"]
+    assert am.policies(am.TEXT_SOURCES) == ("auto", "html", "pdf")
+    for part in (guarded.metadata, guarded.pdf, guarded.callers, *guarded.texts.values()):
         with pytest.raises(am.LockRuleBroken):
             part.written = True
     assert call(paper="2203.00274v2").startswith("# "), "the paper reads as before"
+
+
+PLAIN_PAPER = """# Plain Criticality of Extended Nodes
+
+We read papers from plain text with headings, a third text source.
+
+## 1 Introduction
+
+Quantum criticality is studied here through plain text alone. The code is at
+https://github.com/plain-example/criticality for every figure.
+
+## 2 Method
+
+A renormalisation group flow on the extended nodes gives the scaling.
+
+## 3 Results
+
+The exponents match the numerics in every case we tried.
+"""
+
+
+class PlainTextSource(am.WholeTextSource):
+    """A third text source, the tests' own, in one subclass and one table entry: plain text with
+    Markdown headings, at the URL its setting names (the test points ARXIV_HTML_URL at it)."""
+
+    name = "plain"
+    label = "the plain text"
+    format_name = "text"
+    setting = "html_url"
+    described = "plain text"
+    accept = "text/plain"
+
+    def parse(self, page, version):
+        markdown = page.decode()
+        title = markdown.split("\n", 1)[0].lstrip("# ")
+        text = am.PaperText.from_pdf(am.PdfText((markdown,), 1, ()), title)
+        blocks, offset, passages = text.markdown.split("\n\n"), 0, []
+        for block in blocks:
+            if not block.startswith("#"):
+                passages.append(am.Passage(page=0, offset=offset, text=block))
+            offset += len(block) + 2
+        return am.HtmlPaper(
+            text=dataclasses.replace(text, page_count=0, pages_converted=0),
+            passages=tuple(passages),
+            captions=(),
+            equations={},
+            front=am.FrontMatter(title=title),
+        )
+
+
+def test_a_third_text_source_is_one_subclass_and_one_table_entry(env):
+    """A source the module has no line for reads a paper through the tool: the overview (its
+    sections, its code link, the source named), a section, ``find``, the full text (linked to where
+    it was read), all from its text; the PDF is never asked for."""
+    plain = "https://arxiv.org/plain/1111.2011v2"
+    env.script["/plain/"] = [FakeResponse(PLAIN_PAPER.encode(), plain, "text/plain")] * 3
+    settings = am.Settings(deadline=600, html_url="https://arxiv.org/plain/{id}")
+    library = am.PaperLibrary(
+        settings, env.library.limiter, sources=(PlainTextSource, am.PdfSource)
+    )
+    try:
+        overview = am.arxiv_tool(paper="1111.2011v2", library=library)
+        assert "**Title:** Quantum Criticality for Extended Nodes" in overview, "arXiv's metadata"
+        assert "in 3 sections, from the plain text." in overview, overview
+        assert "- **2 Method** (84 chars" in overview, "its sections, measured"
+        assert "https://github.com/plain-example/criticality" in overview, "its code link"
+        method = am.arxiv_tool(paper="1111.2011v2", section="2", library=library)
+        assert "renormalisation group flow" in method and "exponents" not in method
+        found = am.arxiv_tool(paper="1111.2011v2", find="exponents numerics", library=library)
+        assert "**exponents**" in found and "3 Results" in found, found
+        full = am.arxiv_tool(paper="1111.2011v2", section="full", library=library)
+        assert "## Full Text (text)\n" in full and "## 3 Results" in full
+        assert [url for url in env.urls if "/plain/" in url] == [plain]
+        assert not [url for url in env.urls if "/pdf/" in url], "the PDF is never asked for"
+    finally:
+        library.close()
+    capped = am.PaperLibrary(
+        dataclasses.replace(settings, max_chars=1_200),
+        env.library.limiter,
+        sources=(PlainTextSource,),
+    )
+    try:
+        env.script["/plain/"] = [FakeResponse(PLAIN_PAPER.encode(), plain, "text/plain")]
+        cut = am.arxiv_tool(paper="1111.2011v2", section="full", library=capped)
+        assert f"Source: {plain}]" in cut, cut[-300:]
+    finally:
+        capped.close()
 
 
 def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
