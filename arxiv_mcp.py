@@ -7498,56 +7498,7 @@ class DiskCache:
         return total
 
 
-@contextlib.contextmanager
-def _one_fetch(cache: DiskCache | None, kind: str, key: str, wait: float) -> Iterator[None]:
-    """Be the one process of those sharing ``cache``'s folder that fetches ``kind`` of ``key``:
-    while another fetches it, wait for it to end (at most ``wait`` seconds; at once when it dies),
-    so that the caller, who looks in the cache inside this, finds what it kept.  Nothing without a
-    cache.  Keys share 4,096 lock files: a wait for another key's fetch is rare, and it is the
-    fetch's, in a thread of its own (``Flights``), never a caller's past its deadline."""
-    descriptor = None
-    # where the folder holds no such lock, each process fetches what it needs
-    with contextlib.suppress(OSError):
-        if cache is not None:
-            os.makedirs(os.path.join(cache.folder, _LOCKS), mode=0o700, exist_ok=True)
-            slot = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:3]
-            descriptor = _lock_file(
-                os.path.join(cache.folder, _LOCKS, f"fetch-{slot}"),
-                time.monotonic() + wait,
-                time.monotonic,
-            )
-    try:
-        yield
-    finally:
-        _unlock_file(descriptor)
-
-
 _Kept = typing.TypeVar("_Kept")
-
-
-def _kept_or_fetched(
-    cache: DiskCache | None,
-    kind: str,
-    key: str,
-    fetch: Callable[[], _Kept],
-    *,
-    read: Callable[[bytes], _Kept | None],
-    write: Callable[[_Kept], bytes],
-    wait: float,
-    max_age: float | None = None,
-) -> tuple[_Kept, bool]:
-    """``kind`` of ``key`` as ``cache`` keeps it (younger than ``max_age`` seconds), as ``read``
-    reads it (None: it cannot serve), with True; else what ``fetch()`` brings, kept as ``write``
-    writes it, with False.  Each is read or written once.  The processes sharing the cache's folder
-    fetch it one at a time (``_one_fetch``, ``wait``): the others find what one kept."""
-    with _one_fetch(cache, kind, key, wait):
-        body = cache.get(kind, key, max_age) if cache is not None else None
-        if body is not None and (kept := read(body)) is not None:
-            return kept, True
-        fetched = fetch()
-        if cache is not None:
-            cache.put(kind, key, write(fetched))
-        return fetched, False
 
 
 # The version of the rules that make a PDF's kept text (its structure pass and converted pages):
@@ -7631,6 +7582,7 @@ class Reading:
 
     paper: Paper
     text: PaperText | None
+    source: "TextSource"  # the text source it is read from
     text_error: str | None = None
     transient: bool = False  # the text is missing for a reason that may pass: read again later
     overview: Overview | None = None
@@ -7648,13 +7600,9 @@ class Reading:
     # the sections the request names, chosen once from the overview's rows (``_chosen_sections``)
     sections: tuple[Section, ...] = ()
     scholarly: Scholarly | None = None  # Semantic Scholar's counts and venue, if it has answered
-    source: "TextSource | None" = None  # the text source it is read from (``_answer``)
 
     def link(self, settings: Settings) -> TextLink:
-        """Where its text is read from (``TextSource.link``); its abstract page before any source
-        is chosen."""
-        if self.source is None:
-            return TextLink(name="abstract", url=self.paper.abs_url)
+        """Where its text is read from (``TextSource.link``)."""
         return self.source.link(self.paper, settings)
 
 
@@ -7708,6 +7656,260 @@ def _join_within(threads: Iterable[threading.Thread], until: float) -> None:
     """Join ``threads`` until ``until`` (a ``time.monotonic()`` time) at most, in all."""
     for thread in threads:
         thread.join(max(0.0, until - time.monotonic()))
+
+
+@dataclass(frozen=True)
+class Keeping:
+    """How the disk cache keeps a kind of answer (``Client.fetch``): ``write`` makes its file's
+    body, ``read`` reads it back (None: it cannot serve), kept ``max_age`` seconds (None: for
+    good, as a versioned download)."""
+
+    read: Callable[[bytes], Any]
+    write: Callable[[Any], bytes]
+    max_age: float | None = None
+
+
+# A download kept as it came (a PDF, a page of a text source): its bytes.
+_AS_BYTES = Keeping(read=bytes, write=bytes)
+
+
+@dataclass(frozen=True)
+class Fetched(typing.Generic[_Kept]):
+    """What a request of ``Client.fetch`` brought, and whether it came from the disk cache."""
+
+    value: _Kept
+    from_disk: bool
+
+
+class Flights:
+    """The library's threads, and its fetches in flight, one per key: a second caller of a key waits
+    for the fetch in flight as a future, up to its own wait, never on a lock held across the
+    network.  It owns its lock, ``_lock``, held for its collections and its closed flag alone;
+    ``close`` joins the threads, and none starts after it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flying: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
+        self._threads: set[threading.Thread] = set()
+        self._closed = False
+
+    def start(self, name: str, target: Callable[..., object], *args: Any) -> None:
+        """Run ``target(*args)`` in a thread of the library's (``close`` joins it); ArxivError, with
+        nothing run, once closed."""
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            if self._closed:
+                raise ArxivError("The server is shutting down.", transient=True)
+            self._threads = {t for t in self._threads if t.is_alive()} | {thread}
+        thread.start()
+
+    def fetch(
+        self, key: tuple[str, str], fetch: Callable[[], _Kept]
+    ) -> "concurrent.futures.Future[_Kept]":
+        """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread
+        (``start``: ArxivError once closed)."""
+        with self._lock:
+            if (future := self._flying.get(key)) is not None:
+                return future
+            future = self._flying[key] = concurrent.futures.Future()
+        self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+        return future
+
+    def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
+        """``fetch()`` into ``future`` (a caller meanwhile finds it done), then forgotten."""
+        try:
+            future.set_result(fetch())
+        except Exception as error:
+            future.set_exception(error)
+        finally:
+            with self._lock:
+                del self._flying[key]
+
+    def close(self, until: float) -> None:
+        """Start no thread from now on, and join those running until ``until`` (a
+        ``time.monotonic()`` time) at most (a thread still waiting for the network then ends with
+        the process: they are daemons)."""
+        with self._lock:
+            self._closed = True
+            running = list(self._threads)
+        _join_within(running, until)
+
+
+class Client:
+    """Every request of a library, in one place, as arxiv.py's ``Client`` holds its own: arXiv's
+    API (metadata, searches), PDFs, the pages of text sources, the day's listing and Semantic
+    Scholar.  For each (``fetch``, ``get``): the caller's deadline, one point on the limiter's
+    clock; its turn (``turn``: one request at a time per host, by urgency); one fetch per key, a
+    second caller waiting on the first's future up to its own deadline (searches and counts too,
+    while in flight); the disk cache read through for the kinds it keeps (``Keeping``), and, for
+    those, one process of those sharing the cache's folder fetching a key (its own lock file, taken
+    after the turn, waited on up to the deadline).  Retries, back-off, cool-downs and unreachable
+    hosts are the plain functions' alone (``http_get``, with the library's limiter and settings,
+    which the fetches pass).  No lock is held across a fetch: the library's one condition
+    (``_PaperState``) guards the queue of turns, and urgencies read papers' states under it.  It
+    asks its library for the limiter, the disk cache and that condition."""
+
+    def __init__(self, library: "PaperLibrary"):
+        self.library = library
+        self.flights = Flights()
+        # requests waiting for their turn: (urgency, order, host)
+        self._requests: list[tuple[Callable[[], int], int, str]] = []
+        self._requesting: set[str] = set()  # the hosts a request is being sent to
+        self._order = itertools.count()
+
+    def get(
+        self,
+        kind: str,
+        key: str,
+        fetch: Callable[[float | None], _Kept],
+        *,
+        url: str,
+        deadline: float | None,
+        late: str = "",
+        urgency: Callable[[], int] = lambda: URGENT_SMALL,
+        keeping: Keeping | None = None,
+    ) -> Fetched[_Kept]:
+        """``fetch``'s answer (``fetch``), waited for until ``deadline`` (None: its end).  Raises
+        what it raises, or, past the deadline, ArxivError ``late`` (the fetch goes on, and is kept
+        where its kind is)."""
+        future = self.fetch(
+            kind, key, fetch, url=url, deadline=deadline, urgency=urgency, keeping=keeping
+        )
+        return self.wait(future, deadline, late or _EARLIER_REQUEST)
+
+    def fetch(
+        self,
+        kind: str,
+        key: str,
+        fetch: Callable[[float | None], _Kept],
+        *,
+        url: str,
+        deadline: float | None = None,
+        urgency: Callable[[], int] = lambda: URGENT_SMALL,
+        keeping: Keeping | None = None,
+    ) -> "concurrent.futures.Future[Fetched[_Kept]]":
+        """The one fetch in this process of ``kind`` of ``key``, as a future, in a thread: what the
+        disk keeps (``keeping``; None: a kind never kept, such as a search), else
+        ``fetch(deadline)`` in its turn to the host of ``url`` (``urgency``), then kept
+        (``_fetched``)."""
+        return self.flights.fetch(
+            (kind, key),
+            lambda: self._fetched(kind, key, fetch, url, deadline, urgency, keeping),
+        )
+
+    def wait(
+        self, future: "concurrent.futures.Future[_Kept]", deadline: float | None, late: str
+    ) -> _Kept:
+        """What ``future`` brings, waited for until ``deadline`` (a limiter-clock time; None: its
+        end).  Raises what it raises, or ArxivError ``late`` past the deadline."""
+        wait = None if deadline is None else max(0.0, deadline - self.library.limiter.clock())
+        try:
+            return future.result(wait)
+        except TimeoutError:
+            raise ArxivError(late, transient=True) from None
+
+    def _kept(self, kind: str, key: str, keeping: Keeping | None) -> Any:
+        """What the disk keeps of ``kind`` of ``key`` and can serve, or None."""
+        if keeping is None or self.library.cache is None:
+            return None
+        body = self.library.cache.get(kind, key, keeping.max_age)
+        return keeping.read(body) if body is not None else None
+
+    def _fetched(
+        self,
+        kind: str,
+        key: str,
+        fetch: Callable[[float | None], _Kept],
+        url: str,
+        deadline: float | None,
+        urgency: Callable[[], int],
+        keeping: Keeping | None,
+    ) -> Fetched[_Kept]:
+        """A flight (``fetch``): what the disk keeps; else, in its turn and as the one process that
+        fetches the key (where it is kept), what another process kept meanwhile, else
+        ``fetch(deadline)``, kept."""
+        if (kept := self._kept(kind, key, keeping)) is not None:
+            return Fetched(value=kept, from_disk=True)
+        with self.turn(urgency, deadline, url=url), self._one_fetch(kind, key, keeping, deadline):
+            if (kept := self._kept(kind, key, keeping)) is not None:
+                return Fetched(value=kept, from_disk=True)
+            fetched = fetch(deadline)
+            if keeping is not None and self.library.cache is not None:
+                self.library.cache.put(kind, key, keeping.write(fetched))
+            return Fetched(value=fetched, from_disk=False)
+
+    @contextlib.contextmanager
+    def _one_fetch(
+        self, kind: str, key: str, keeping: Keeping | None, deadline: float | None
+    ) -> Iterator[None]:
+        """Be the one process of those sharing the cache's folder that fetches ``kind`` of ``key``
+        (a kind it keeps): its own lock file, waited on until ``deadline`` (ArxivError past it; at
+        once when its holder dies), so that the others find what one kept.  Nothing without a
+        cache, or where the folder holds no such lock (then each process fetches what it needs)."""
+        descriptor = None
+        with contextlib.suppress(OSError):
+            if keeping is not None and self.library.cache is not None:
+                folder = os.path.join(self.library.cache.folder, _LOCKS)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                name = f"fetch-{hashlib.sha256(f'{kind} {key}'.encode()).hexdigest()}"
+                descriptor = _lock_file(
+                    os.path.join(folder, name),
+                    math.inf if deadline is None else deadline,
+                    self.library.limiter.clock,
+                )
+                if descriptor is None:
+                    raise ArxivError(_EARLIER_REQUEST, transient=True)
+        try:
+            yield
+        finally:
+            _unlock_file(descriptor)
+
+    @contextlib.contextmanager
+    def turn(
+        self, urgency: Callable[[], int], deadline: float | None = None, *, url: str = ""
+    ) -> Iterator[None]:
+        """Wait for this library's turn to send one request to the host of ``url``: each host has
+        turns of its own, so that a page of arXiv's HTML never waits behind an API request.
+        ``urgency()``, asked afresh at each turn, ranks it (``URGENT_*``: the smallest goes first,
+        then the oldest).  Raises ArxivError when the turn would come after ``deadline`` (a
+        limiter-clock time)."""
+        host = urllib.parse.urlsplit(url).hostname or ""
+        me = (urgency, next(self._order), host)
+
+        def first() -> tuple[Callable[[], int], int, str]:
+            return min(
+                (r for r in self._requests if r[2] == host),
+                key=lambda request: (request[0](), request[1]),
+            )
+
+        with self.library.scheduler.changed:
+            self._requests.append(me)
+            try:
+                while host in self._requesting or first() is not me:
+                    remaining = (
+                        None if deadline is None else deadline - self.library.limiter.clock()
+                    )
+                    if remaining is not None and remaining <= 0:
+                        raise ArxivError(
+                            "Timed out waiting for earlier arXiv requests; try again.",
+                            transient=True,
+                        )
+                    self.library.scheduler.changed.wait(remaining)
+            finally:
+                self._requests.remove(me)
+                self.library.scheduler.changed.notify_all()
+            self._requesting.add(host)
+        try:
+            yield
+        finally:
+            with self.library.scheduler.changed:
+                self._requesting.discard(host)
+                self.library.scheduler.changed.notify_all()
+
+    def pending(self) -> int:
+        """The requests waiting for their turn or being sent."""
+        with self.library.scheduler.changed:
+            return len(self._requests) + len(self._requesting)
 
 
 class LockRuleBroken(RuntimeError):
@@ -7904,9 +8106,9 @@ class TextSource(_Guarded):
         of ``state``."""
 
     @property
-    @abc.abstractmethod
     def size(self) -> int:
-        """Bytes it holds in memory."""
+        """Bytes it holds in memory: none by default (the paper's PDF counts its own)."""
+        return 0
 
     @property
     def early_overview(self) -> "Overview | None":
@@ -7916,8 +8118,9 @@ class TextSource(_Guarded):
     def late_note(self, deadline_s: float) -> str:
         """Why a read past its deadline, ``deadline_s`` seconds, has no text yet."""
         return (
-            f"{self.label} had not come by the {deadline_s:g} s deadline (ARXIV_DEADLINE); the "
-            "read goes on in the background: call again shortly to read the text."
+            f"the text from {self.label} was not ready at the {deadline_s:g} s deadline "
+            "(ARXIV_DEADLINE); it is still being read in the background: call again in a few "
+            "seconds to read it."
         )
 
     @abc.abstractmethod
@@ -7971,37 +8174,23 @@ class WholeTextSource(TextSource):
     def download(self, downloads: "PaperDownloads", state: "_PaperState") -> None:
         """Read the paper's text from its page of the version read (``parse``); anything but that
         version's text is its failure, which leaves the paper to the next source, if its policy
-        has one.  The disk keeps the parsed text (by these rules), the page (to parse again when
-        the rules change) and, for a day, that it has none ("no" and its name)."""
+        has one.  The disk keeps the parsed text (by these rules), the page (``page``: to parse
+        again when the rules change) and, for a day, that it has none ("no" and its name)."""
         changed = downloads.library.scheduler.changed
         with changed:
             version, fallback = state.version, state.sources[-1] is not self
         cache, nothing_kind = downloads.cache_for(version), f"no{self.name}"
+        text_key = _text_key(version, self.name)
         remembered = cache is not None and cache.get(nothing_kind, version, _CACHED_TTL) is not None
-        page_kept = False  # the page came from the disk, to be parsed again
-
-        def parsed() -> HtmlPaper:
-            nonlocal page_kept
+        kept = _from_record(HtmlPaper, cache.get("text", text_key)) if cache is not None else None
+        from_disk = kept is not None
+        try:
             if remembered:
                 raise ArxivError(f"arXiv has no {self.format_name} for {version}.")
-            page = cache.get(self.name, version) if cache is not None else None
-            page_kept = page is not None
-            if page is None:
-                page = self.page(downloads, state, version, patience=0 if fallback else None)
-                if cache is not None:
-                    cache.put(self.name, version, page)
-            return self.parse(page, version)
-
-        try:
-            text, from_disk = _kept_or_fetched(
-                cache,
-                "text",
-                _text_key(version, self.name),
-                parsed,
-                read=lambda body: _from_record(HtmlPaper, body),
-                write=_record,
-                wait=downloads.library.settings.deadline,
-            )
+            text = kept
+            if text is None:
+                page = self.page(downloads, state, version, fallback)
+                text, from_disk = self.parse(page.value, version), page.from_disk
         except Exception as error:
             failure = _as_arxiv_error(
                 error, f"{self.label} of this paper could not be read (an internal error)."
@@ -8015,32 +8204,42 @@ class WholeTextSource(TextSource):
             with changed:
                 self.error = failure
             return
+        if cache is not None and kept is None:
+            cache.put("text", text_key, _record(text))
         overview = overview_of(text.text)
         with changed:
-            self.parsed, self.overview = text, overview
-            self.from_disk = from_disk or page_kept
+            self.parsed, self.overview, self.from_disk = text, overview, from_disk
 
     def page(
-        self,
-        downloads: "PaperDownloads",
-        state: "_PaperState",
-        version: str,
-        patience: float | None,
-    ) -> bytes:
-        """Its page of ``version`` (``_fetch_text_page``), in its turn, waiting for a throttle's
-        cool-down ``patience`` seconds (None: the plain functions' patience)."""
+        self, downloads: "PaperDownloads", state: "_PaperState", version: str, fallback: bool
+    ) -> Fetched[bytes]:
+        """Its page of ``version`` (``_fetch_text_page``), kept on disk (only a versioned id's,
+        ``PaperDownloads.cache_for``), else in its turn, waiting for a throttle's cool-down as the
+        plain functions do, or, when the paper has another source to fall back to, not at all."""
         library, url = downloads.library, self.url(downloads.library.settings, version)
         state.callers.tell(library.scheduler.changed, f"Downloading {self.label}")
-        with library.scheduler.request_turn(downloads.urgency(state, URGENT_PDF), url=url):
+
+        def fetched(deadline: float | None) -> bytes:
             return _fetch_text_page(
                 url,
                 version,
                 self.format_name,
                 accept=self.accept,
+                deadline=deadline,
                 settings=library.settings,
                 limiter=library.limiter,
-                patience=_COOL_DOWN_PATIENCE if patience is None else patience,
+                patience=0 if fallback else _COOL_DOWN_PATIENCE,
             )
+
+        return library.client.get(
+            self.name,
+            version,
+            fetched,
+            url=url,
+            deadline=None,
+            urgency=downloads.urgency(state, URGENT_PDF),
+            keeping=_AS_BYTES if downloads.cache_for(version) is not None else None,
+        )
 
     def answer(
         self, paper: Paper, request: ReadRequest, needed: set[int], max_pages: int
@@ -8049,8 +8248,9 @@ class WholeTextSource(TextSource):
         if self.parsed is None:
             return None
         return Reading(
-            paper,
-            self.parsed.text,
+            paper=paper,
+            text=self.parsed.text,
+            source=self,
             overview=self.overview,
             passages=self.parsed.passages,
             captions=self.parsed.captions,
@@ -8117,21 +8317,9 @@ class PdfSource(TextSource):
         downloads.download_pdf(state)
 
     @property
-    def size(self) -> int:
-        """Nothing of its own: the PDF and its pages are the paper's (``_PdfState.size``)."""
-        return 0
-
-    @property
     def early_overview(self) -> Overview | None:
         """The structure pass's estimate, before the pages are converted."""
         return self.pdf.structure.overview
-
-    def late_note(self, deadline_s: float) -> str:
-        return (
-            f"the conversion was still running at the {deadline_s:g} s deadline "
-            "(ARXIV_DEADLINE); it goes on in the background: call again in a few seconds to "
-            "read the text."
-        )
 
     def parsed_text(self) -> Structure | None:
         return self.pdf.structure if self.pdf.structured else None
@@ -8183,7 +8371,7 @@ class PdfSource(TextSource):
     ) -> "Reading | None":
         """Once the pages that ``request`` needs are converted."""
         pdf = self.pdf
-        if (visuals := pdf.with_pdf(Reading(paper, None), needed)) is None:
+        if (visuals := pdf.with_pdf(Reading(paper=paper, text=None, source=self), needed)) is None:
             return None
         match request.mode.needs, pdf.structure.overview:
             case Needs.METADATA | Needs.PASSAGES, overview:  # the raw text, the outline's sections
@@ -8219,11 +8407,9 @@ def policies(table: Sequence[type[TextSource]]) -> tuple[str, ...]:
 
 
 def sources_of(policy: str, table: Sequence[type[TextSource]]) -> tuple[type[TextSource], ...]:
-    """What ``policy`` reads a paper's text from, in order of preference: every source of
-    ``table`` for "auto", else the one it names (none for a name ``table`` lacks)."""
-    if policy == "auto":
-        return tuple(table)
-    return tuple(kind for kind in table if kind.name == policy)
+    """What ``policy`` reads a paper's text from, in order of preference: the one source of
+    ``table`` it names, else (for "auto", or a name ``table`` lacks) every one."""
+    return tuple(kind for kind in table if kind.name == policy) or tuple(table)
 
 
 @dataclass(eq=False)
@@ -8705,18 +8891,14 @@ class Scheduler:
        to download; older papers wait until they are asked again;
     3. ``JOB_CLOSE``: closing the PDF of a paper with no work left.
 
-    Requests take turns too, one at a time per host, by urgency (``request_turn``): every request
-    of the library (arXiv's API, PDFs, HTML, the day's listing, Semantic Scholar); a search or
-    metadata that a caller waits for, then a PDF a caller waits for, then the requests of callers
-    who gave up; ``RateLimiter`` alone would serve them in any order.  ``changed`` is the one
-    condition: callers wait on it for what the jobs make.
+    Requests take their turns in the library's ``Client``.  ``changed`` is the one condition:
+    callers wait on it for what the jobs make.
     """
 
     def __init__(
         self,
         settings: Callable[[], Settings],
         done: Callable[[_PaperState, "JobOutcome"], None],
-        clock: Callable[[], float] = time.monotonic,
         converters: Converters | None = None,
     ):
         # the pages' (the server's: a process of its own) and the structure passes' (the server's: a
@@ -8727,14 +8909,8 @@ class Scheduler:
             settings  # the library's (they can change): the full text's pages, the idle exit
         )
         self.done = done  # takes what a job made for a paper: the scheduler never writes a paper
-        self.clock = clock
         self._papers: list[_PaperState] = []  # papers that have, or may have, PDF work
         self._recent: list[_PaperState] = []  # the most recently asked papers, the newest last
-        self._requests: list[
-            tuple[Callable[[], int], int, str]
-        ] = []  # requests waiting: (urgency, order, host)
-        self._requesting: set[str] = set()  # the hosts a request is being sent to
-        self._order = itertools.count()
         self._lanes: dict[str, threading.Thread] = {}  # the lanes whose thread runs
         self._closed = threading.Event()  # set by ``close``: the lanes end
         self._rendering = 0  # images being rendered in the structure passes' converter
@@ -8774,11 +8950,6 @@ class Scheduler:
     def touch(self, state: _PaperState) -> None:
         """``state`` was just asked for."""
         self._recent = [*[s for s in self._recent if s is not state], state][-_BACKGROUND_PAPERS:]
-
-    def pending_requests(self) -> int:
-        """The arXiv requests waiting for their turn or being sent."""
-        with self.changed:
-            return len(self._requests) + len(self._requesting)
 
     def has_work(self) -> bool:
         with self.changed:
@@ -8949,46 +9120,6 @@ class Scheduler:
                 _store_text_part(disk_text, f"page {page}", record)
         return page, converted
 
-    @contextlib.contextmanager
-    def request_turn(
-        self, urgency: Callable[[], int], deadline: float | None = None, *, url: str = ""
-    ) -> Iterator[None]:
-        """Wait for this library's turn to send one request to the host of ``url``: each host has
-        turns of its own, so that a page of arXiv's HTML never waits behind an API request.
-        ``urgency()``, asked afresh at each turn, ranks it (``URGENT_*``: the smallest goes first,
-        then the oldest).  Raises ArxivError when the turn would come after ``deadline`` (a
-        ``clock`` time)."""
-        host = urllib.parse.urlsplit(url).hostname or ""
-        me = (urgency, next(self._order), host)
-
-        def first() -> tuple[Callable[[], int], int, str]:
-            return min(
-                (r for r in self._requests if r[2] == host),
-                key=lambda request: (request[0](), request[1]),
-            )
-
-        with self.changed:
-            self._requests.append(me)
-            try:
-                while host in self._requesting or first() is not me:
-                    remaining = None if deadline is None else deadline - self.clock()
-                    if remaining is not None and remaining <= 0:
-                        raise ArxivError(
-                            "Timed out waiting for earlier arXiv requests; try again.",
-                            transient=True,
-                        )
-                    self.changed.wait(remaining)
-            finally:
-                self._requests.remove(me)
-                self.changed.notify_all()
-            self._requesting.add(host)
-        try:
-            yield
-        finally:
-            with self.changed:
-                self._requesting.discard(host)
-                self.changed.notify_all()
-
 
 def _chosen_sections(reading: Reading, request: ReadRequest) -> tuple[Section, ...] | str:
     """The sections ``request`` names, chosen once for the answer from the overview's rows (the
@@ -9024,7 +9155,13 @@ def _answer(
         return None
     source = state.text_source
     if source.error is not None:
-        return Reading(paper, None, str(source.error), source.error.transient, source=source)
+        return Reading(
+            paper=paper,
+            text=None,
+            source=source,
+            text_error=str(source.error),
+            transient=source.error.transient,
+        )
     needed = state.pages_needed(request, max_pages)
     if (reading := source.answer(paper, request, needed, max_pages)) is None:
         return None
@@ -9040,7 +9177,6 @@ def _answer(
         hidden=state.hidden,
         sections=chosen,
         scholarly=state.metadata.scholarly,
-        source=source,
     )
     if reading.overview is None:
         return reading
@@ -9080,64 +9216,6 @@ def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], 
         kept.move_to_end(key)
     while len(kept) > most:
         kept.popitem(last=False)
-
-
-class Flights:
-    """The library's threads, and its fetches in flight, one per key: a second caller of a key waits
-    for the fetch in flight as a future, up to its own wait, never on a lock held across the
-    network.  It owns its lock, ``_lock``, held for its collections and its closed flag alone;
-    ``close`` joins the threads, and none starts after it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._flying: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
-        self._threads: set[threading.Thread] = set()
-        self._closed = False
-
-    def start(self, name: str, target: Callable[..., object], *args: Any) -> bool:
-        """Run ``target(*args)`` in a thread of the library's (``close`` joins it); False, with
-        nothing run, once closed."""
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        with self._lock:
-            if self._closed:
-                return False
-            self._threads = {t for t in self._threads if t.is_alive()} | {thread}
-        thread.start()
-        return True
-
-    def fetch(
-        self, key: tuple[str, str], fetch: Callable[[], _Kept]
-    ) -> "concurrent.futures.Future[_Kept]":
-        """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread;
-        once closed, a future that holds ArxivError."""
-        with self._lock:
-            if (future := self._flying.get(key)) is not None:
-                return future
-            future = self._flying[key] = concurrent.futures.Future()
-        if not self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future):
-            with self._lock:
-                del self._flying[key]
-            future.set_exception(ArxivError("The server is shutting down.", transient=True))
-        return future
-
-    def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
-        """``fetch()`` into ``future`` (a caller meanwhile finds it done), then forgotten."""
-        try:
-            future.set_result(fetch())
-        except Exception as error:
-            future.set_exception(error)
-        finally:
-            with self._lock:
-                del self._flying[key]
-
-    def close(self, until: float) -> None:
-        """Start no thread from now on, and join those running until ``until`` (a
-        ``time.monotonic()`` time) at most (a thread still waiting for the network then ends with
-        the process: they are daemons)."""
-        with self._lock:
-            self._closed = True
-            running = list(self._threads)
-        _join_within(running, until)
 
 
 class Catalogue:
@@ -9185,16 +9263,17 @@ class Catalogue:
         if not self.library.ask_s2 or not papers:
             return {}
         library, deadline = self.library, self.library.limiter.clock() + _S2_COUNTS_WAIT
-        try:
-            with library.scheduler.request_turn(
-                lambda: URGENT_SMALL, deadline, url=library.settings.s2_url
-            ):
-                return fetch_citation_counts(
-                    [paper.arxiv_id for paper in papers],
-                    deadline=deadline,
-                    settings=library.settings,
-                    limiter=library.limiter,
-                )
+        ids = [paper.arxiv_id for paper in papers]
+        try:  # the same page of results asked twice at once: one request
+            return library.client.get(
+                "s2-counts",
+                " ".join(ids),
+                lambda until: fetch_citation_counts(
+                    ids, deadline=until, settings=library.settings, limiter=library.limiter
+                ),
+                url=library.settings.s2_url,
+                deadline=deadline,
+            ).value
         except ArxivError as error:
             log.info("search results without citation counts: %s", error)
             return {}
@@ -9209,17 +9288,19 @@ class Catalogue:
             listing = _current(self._listings.get(name))
         if listing is None:
             library = self.library
-            flight = library.flight(
+            listing = library.client.get(
                 "listing",
                 name,
-                lambda: fetch_listing(
+                lambda _: fetch_listing(
                     categories, settings=library.settings, limiter=library.limiter
                 ),
                 url=library.settings.rss_url,
-                read=lambda body: _current(_from_record(Listing, body)),
-                write=_record,
-            )
-            listing = library.awaited(flight, deadline, _API_LATE)
+                deadline=deadline,
+                late=_API_LATE,
+                keeping=Keeping(
+                    read=lambda body: _current(_from_record(Listing, body)), write=_record
+                ),
+            ).value
             with self._lock:
                 _keep_newest(self._listings, [(name, listing)], _LISTINGS_KEPT)
         self.remember([item.paper for item in listing.items])
@@ -9302,34 +9383,31 @@ class PaperDownloads:
         state.callers.tell(changed, "Downloading the PDF")
         with changed:
             state.pdf.asked_for, version = True, state.version
-        cache = self.cache_for(version)
+        cache, library = self.cache_for(version), self.library
+
+        def download(deadline: float | None) -> bytes:
+            with changed:  # the converter starts while the PDF downloads
+                library.scheduler.add(state)
+            return fetch_pdf(
+                version, deadline=deadline, settings=library.settings, limiter=library.limiter
+            )
+
         try:
-
-            def download() -> bytes:
-                with changed:  # the converter starts while the PDF downloads
-                    self.library.scheduler.add(state)
-                with self.library.scheduler.request_turn(
-                    self.urgency(state, URGENT_PDF), url=self.library.settings.pdf_url
-                ):
-                    return fetch_pdf(
-                        version, settings=self.library.settings, limiter=self.library.limiter
-                    )
-
-            pdf, from_disk = _kept_or_fetched(
-                cache,
+            pdf = library.client.get(
                 "pdf",
                 version,
                 download,
-                read=bytes,
-                write=bytes,
-                wait=self.library.settings.deadline,
+                url=library.settings.pdf_url,
+                deadline=None,
+                urgency=self.urgency(state, URGENT_PDF),
+                keeping=_AS_BYTES if cache is not None else None,
             )
             disk_text = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
             structure = _load_text_part(disk_text, "structure", Structure)
             with changed:
-                state.pdf.data, state.pdf.disk_text = pdf, disk_text
-                state.pdf.from_disk = from_disk
+                state.pdf.data, state.pdf.disk_text = pdf.value, disk_text
+                state.pdf.from_disk = pdf.from_disk
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.library.scheduler.add(state)
@@ -9378,45 +9456,39 @@ class PaperDownloads:
         turn, and kept; the one fetch in flight in the process, waited for until ``deadline`` (a
         limiter-clock time; None: its end)."""
         library = self.library
-        flight = library.flight(
+        return library.client.get(
             "meta",
             arxiv_id,
-            lambda: fetch_metadata(
+            lambda _: fetch_metadata(
                 arxiv_id,
                 deadline=library.limiter.clock() + _METADATA_WAIT,
                 settings=library.settings,
                 limiter=library.limiter,
                 patience=0,
             ),
-            urgency=urgency,
             url=library.settings.api_url,
-            read=lambda body: _from_record(Paper, body),
-            write=_record,
-            max_age=_CACHED_TTL,
-        )
-        return library.awaited(flight, deadline, _API_LATE)
+            deadline=deadline,
+            late=_API_LATE,
+            urgency=urgency,
+            keeping=Keeping(
+                read=lambda body: _from_record(Paper, body), write=_record, max_age=_CACHED_TTL
+            ),
+        ).value
 
     def ask_scholarly(self, state: _PaperState) -> None:
         """Semantic Scholar's counts and venue of the paper, written into its state: from the disk
         at once, else when the one fetch in flight for the paper (``PaperLibrary.s2``) answers,
         never waited on; a throttle or a failure is kept nowhere, and the paper goes without."""
-        base, cache = _split_version(state.arxiv_id)[0], self.library.cache
+        base = _split_version(state.arxiv_id)[0]
 
-        def arrived(record: bytes) -> None:
-            with self.library.scheduler.changed:
-                state.metadata.scholarly = _from_record(Scholarly, record)
-
-        def answered(future: "concurrent.futures.Future[bytes]") -> None:
+        def answered(future: "concurrent.futures.Future[Fetched[Any]]") -> None:
             if (error := future.exception()) is not None:
                 log.info("no Semantic Scholar context for %s: %s", base, error)
             else:
-                arrived(future.result())
+                with self.library.scheduler.changed:
+                    state.metadata.scholarly = _from_record(Scholarly, future.result().value)
 
-        # as ``PaperLibrary.s2_flight`` keeps it
-        if cache is not None and (kept := cache.get("s2-Scholarly", base, _CACHED_TTL)):
-            arrived(kept)
-        else:
-            self.library.s2_flight(Scholarly, base, fetch_scholarly).add_done_callback(answered)
+        self.library.s2_fetch(Scholarly, base, fetch_scholarly).add_done_callback(answered)
 
     def refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
@@ -9431,7 +9503,7 @@ class PaperDownloads:
         ):
             return
         state.metadata.refreshing = True
-        self.library.flights.start("arxiv-metadata", self.ask_metadata, state)
+        self.library.client.flights.start("arxiv-metadata", self.ask_metadata, state)
 
     def cache_for(self, version: str) -> DiskCache | None:
         """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
@@ -9489,23 +9561,21 @@ class PaperLibrary:
         self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
         # whether a paper's citation counts and venue are asked of Semantic Scholar (the server's)
         self.ask_s2 = ask_s2 and self.settings.s2_url != "off"
-        self.scheduler = Scheduler(
-            lambda: self.settings, self._job_done, self.limiter.clock, converters
-        )
+        self.scheduler = Scheduler(lambda: self.settings, self._job_done, converters)
         # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
         self._states: OrderedDict[tuple[str, str], _PaperState] = OrderedDict()
         self.catalogue = Catalogue(self)
         self.find_corpus = FindCorpus()
         self.downloads = PaperDownloads(self)
-        self.flights = Flights()
+        self.client = Client(self)
 
     def close(self) -> None:
         """Stop the scheduler's lanes and converters, and join the library's threads (those still
         waiting for the network ``_CLOSE_WAIT`` seconds at most)."""
         until = time.monotonic() + _CLOSE_WAIT
         self.scheduler.close(until)
-        self.flights.close(until)
+        self.client.flights.close(until)
 
     @classmethod
     def of_the_machine(cls, settings: Settings) -> "PaperLibrary":
@@ -9558,23 +9628,13 @@ class PaperLibrary:
         )
 
     def s2(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
-        """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_flight``), waited for
+        """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_fetch``), waited for
         ``wait`` seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming
         it, ``_S2_SLOW`` past the wait."""
-        flight = self.s2_flight(kind, base, fetch)
-        return _from_record(kind, self.awaited(flight, self.limiter.clock() + wait, _S2_SLOW))
-
-    def awaited(
-        self, flight: "concurrent.futures.Future[_Kept]", deadline: float | None, late: str
-    ) -> _Kept:
-        """What ``flight`` brings, waited for until ``deadline`` (a limiter-clock time; None: its
-        end).  Raises what it raises, or ArxivError ``late`` past the deadline: the fetch goes on
-        and is kept."""
-        wait = None if deadline is None else max(0.0, deadline - self.limiter.clock())
-        try:
-            return flight.result(wait)
-        except TimeoutError:
-            raise ArxivError(late, transient=True) from None
+        flight = self.s2_fetch(kind, base, fetch)
+        return _from_record(
+            kind, self.client.wait(flight, self.limiter.clock() + wait, _S2_SLOW).value
+        )
 
     def render(
         self, arxiv_id: str, pdf: bytes, page: int, bbox: Sequence[float] | None, *, deadline: float
@@ -9582,8 +9642,8 @@ class PaperLibrary:
         """An image of the paper's ``pdf`` (``Scheduler.render``), waited for until ``deadline``
         (a limiter-clock time): one render in flight per image, which a later call of the same
         image waits for too.  Raises ArxivError: the render's, or past the deadline (it goes on)."""
-        return self.awaited(
-            self.flights.fetch(
+        return self.client.wait(
+            self.client.flights.fetch(
                 ("image", f"{arxiv_id} {page} {bbox}"),
                 lambda: self.scheduler.render(pdf, page, bbox),
             ),
@@ -9592,54 +9652,20 @@ class PaperLibrary:
             "busy; call again shortly.",
         )
 
-    def s2_flight(
+    def s2_fetch(
         self, kind: type, base: str, fetch: Callable[..., Any]
-    ) -> "concurrent.futures.Future[bytes]":
-        """The one fetch in flight of Semantic Scholar's ``kind`` record of the paper ``base`` (an
-        id without version), as ``_record`` writes it: kept on disk for a day ("null", when S2 does
-        not know the paper, too), else asked (``fetch``)."""
-        return self.flight(
+    ) -> "concurrent.futures.Future[Fetched[bytes]]":
+        """The one fetch of Semantic Scholar's ``kind`` record of the paper ``base`` (an id without
+        version), as ``_record`` writes it: kept on disk for a day ("null", when S2 does not know
+        the paper, too), else asked (``fetch``)."""
+        return self.client.fetch(
             f"s2-{kind.__name__}",
             base,
-            lambda: _record(fetch(base, settings=self.settings, limiter=self.limiter)),
+            lambda deadline: _record(
+                fetch(base, deadline=deadline, settings=self.settings, limiter=self.limiter)
+            ),
             url=self.settings.s2_url,
-            read=bytes,
-            write=bytes,
-            max_age=_CACHED_TTL,
-        )
-
-    def flight(
-        self,
-        kind: str,
-        key: str,
-        fetch: Callable[[], _Kept],
-        *,
-        url: str,
-        read: Callable[[bytes], _Kept | None],
-        write: Callable[[_Kept], bytes],
-        urgency: Callable[[], int] = lambda: URGENT_SMALL,
-        max_age: float | None = None,
-    ) -> "concurrent.futures.Future[_Kept]":
-        """The one fetch in flight in the process of ``kind`` of ``key``, as a future: what the disk
-        keeps (``_kept_or_fetched``: ``read``, ``write``, ``max_age``), else ``fetch()`` in its
-        turn (``request_turn``: ``urgency``, the host of ``url``)."""
-
-        def asked() -> _Kept:
-            with self.scheduler.request_turn(urgency, url=url):
-                return fetch()
-
-        return self.flights.fetch(
-            (kind, key),
-            lambda: _kept_or_fetched(
-                self.cache,
-                kind,
-                key,
-                asked,
-                read=read,
-                write=write,
-                wait=self.settings.deadline,
-                max_age=max_age,
-            )[0],
+            keeping=Keeping(read=bytes, write=bytes, max_age=_CACHED_TTL),
         )
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
@@ -9698,8 +9724,8 @@ class PaperLibrary:
         """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section list: the
         HTML's, the PDF outline's, or the full text's when the PDF has none), the full text (the
         HTML's, or the first ``max_pages`` pages converted), sections (the pages of those sections,
-        wherever they are) with figures, tables and equations, or passages.  ``policy``
-        (``SOURCES``; default: the settings' ``source``) says where the text may come from.
+        wherever they are) with figures, tables and equations, or passages.  ``policy`` (one of
+        ``policies``; default: the settings' ``source``) says where the text may come from.
 
         ``listener`` hears the steps of the read (download, pages converted). When ``deadline``
         (a limiter-clock time) passes first, this returns what is known with a note, or raises
@@ -9721,8 +9747,6 @@ class PaperLibrary:
             ):
                 arxiv_id = searched.arxiv_id
             key = (arxiv_id, policy or self.settings.source)
-            if key[1] not in policies(self.sources):
-                raise ArxivError(f"No text source is named {_quote_input(key[1])}.")
             state = self._states.get(key)
             if state is None:
                 state = self._start(key, listener)
@@ -9769,7 +9793,7 @@ class PaperLibrary:
         another source, for its images (once)."""
         if not state.pdf.asked_for and not state.loading:
             state.pdf.asked_for = True
-            self.flights.start("arxiv-pdf", self.downloads.download_pdf, state)
+            self.client.flights.start("arxiv-pdf", self.downloads.download_pdf, state)
 
     def _start(self, key: tuple[str, str], listener: Listener | None) -> _PaperState:
         """A new paper's state, and its download thread."""
@@ -9787,7 +9811,7 @@ class PaperLibrary:
             metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
             callers=_Callers(listeners=[listener] if listener else []),
         ).guard(self.scheduler.changed)
-        self.flights.start("arxiv-load", self._load, state)
+        self.client.flights.start("arxiv-load", self._load, state)
         return state
 
     def _load(self, state: _PaperState) -> None:
@@ -9905,7 +9929,7 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
             request=FULL,
             policy="auto" if html else "pdf",
         )
-        call = reading.source.whole_text_call if reading.source is not None else ""
+        call = reading.source.whole_text_call
         return format_full(
             reading.paper,
             reading.text,
@@ -10249,7 +10273,7 @@ def answer_citations(call: ReadCall) -> Answer:
     library, wait = call.library, call.s2_wait
     deadline = library.limiter.clock() + wait
     counted = (  # the paper's own count, for the total: asked beside the list, within its wait
-        library.s2_flight(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
+        library.s2_fetch(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
         if library.ask_s2
         else None
     )
@@ -10260,7 +10284,7 @@ def answer_citations(call: ReadCall) -> Answer:
         )
     try:
         scholarly = (
-            _from_record(Scholarly, library.awaited(counted, deadline, _S2_SLOW))
+            _from_record(Scholarly, library.client.wait(counted, deadline, _S2_SLOW).value)
             if counted
             else None
         )
@@ -10306,16 +10330,19 @@ def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None
     try:  # a caller waits: with no patience for a throttle, not even for its turn behind a download
         if cooling := library.limiter.cooling(_service(library.settings.api_url)):
             raise Throttled(cooling)
-        with library.scheduler.request_turn(
-            lambda: URGENT_SMALL, deadline, url=library.settings.api_url
-        ):
-            feed = search(
+        feed = library.client.get(  # the same search asked twice at once: one request
+            "search",
+            api_url(request.params(), library.settings),
+            lambda until: search(
                 request,
-                deadline=deadline,
+                deadline=until,
                 settings=library.settings,
                 limiter=library.limiter,
                 patience=0,
-            )
+            ),
+            url=library.settings.api_url,
+            deadline=deadline,
+        ).value
     except Throttled as error:
         raise ArxivError(
             f"{error} Reading papers by id still works meanwhile.", transient=True

@@ -81,8 +81,8 @@ CORPUS_REQUIRED = os.environ.get("ARXIV_TEST_CORPUS") == "required"  # .ci/run s
 
 def corpus_file(*parts: str, folder: str = "corpus") -> Path:
     """A file of ../shared/corpus (or of another ``folder`` of ../shared: "html").  Without it the
-    test is skipped (a user's fresh clone: every such skip folds into one line of pytest's summary),
-    or fails where CI requires the corpus."""
+    test is skipped (a user's fresh clone: the skips of one folder fold into one line of pytest's
+    summary, which names the path looked for), or fails where CI requires the corpus."""
     path = SHARED.joinpath(folder, *parts)
     if not path.exists():
         message = (
@@ -91,7 +91,7 @@ def corpus_file(*parts: str, folder: str = "corpus") -> Path:
         )
         if CORPUS_REQUIRED:
             pytest.fail(message)
-        pytest.skip("../shared/corpus is not beside this checkout (CI has it); its tests skip")
+        pytest.skip(f"{SHARED / folder} is not there (CI has it): the tests that read it skip")
     return path
 
 
@@ -2118,6 +2118,41 @@ def test_search_results_are_compact_and_deterministic(env, name, total, count):
     for abstract in re.findall(r"^   (.*)$", answer, re.M):
         assert len(abstract) <= am._ABSTRACT_PREVIEW + 1
     assert 'arxiv(paper="<id>")' in answer
+
+
+def test_a_search_asked_twice_at_once_is_one_request_and_never_kept(env, monkeypatch, tmp_path):
+    """The client's one fetch per key holds for searches too: a second caller of the same search
+    waits for the first's request; once answered, the search is asked afresh (never kept on disk,
+    even with a cache)."""
+    env.library.cache = am.DiskCache(str(tmp_path), 10**9)
+    asked, release, real = threading.Event(), threading.Event(), urllib.request.urlopen
+
+    def held(request, timeout=None):
+        if "search_query" in request.full_url:
+            asked.set()
+            release.wait(10)
+        return real(request, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", held)
+    env.script["search_query"] = [
+        FakeResponse(atom("2016_search_quantum_criticality_2results.xml"), API_URL, "x")
+    ] * 3
+    answers = []
+    first = threading.Thread(target=lambda: answers.append(call(query="quantum criticality")))
+    first.start()
+    asked.wait(10)
+    second = threading.Thread(target=lambda: answers.append(call(query="quantum criticality")))
+    second.start()
+    time.sleep(0.3)  # the second caller is waiting for the first's request
+    release.set()
+    first.join(10)
+    second.join(10)
+    searches = [url for url in env.urls if "search_query" in url]
+    assert len(answers) == 2 and answers[0] == answers[1] and len(searches) == 1, searches
+    assert "1111.2011v2" in answers[0]
+    call(query="quantum criticality")
+    assert len([url for url in env.urls if "search_query" in url]) == 2, "asked afresh"
+    assert not list(tmp_path.rglob("*search*")), "never kept"
 
 
 def test_search_entry_format_with_legacy_ids_and_et_al(env):
@@ -4407,6 +4442,7 @@ def test_a_figure_without_a_layout_region_is_its_whole_page_and_a_failed_render_
     reading = am.Reading(
         paper=am.parse_feed(ATOM_1111).papers[0],
         text=None,
+        source=am.PdfSource(),
         captions=(
             am.Caption("Figure", "1", 3, "FIG. 1. Schematic depiction"),
             am.Caption("Figure", "2", 5, "FIG. 2. The phase diagram"),
@@ -5269,14 +5305,14 @@ def test_an_id_without_a_version_reads_the_html_of_the_latest_version(html_env):
 
 
 def test_a_request_to_one_host_never_waits_behind_another_hosts():
-    scheduler, order, holding = (
-        am.Scheduler(am.Settings, done=lambda state, outcome: None),
+    client, order, holding = (
+        am.PaperLibrary(am.Settings(min_interval=0.0), am.RateLimiter(0.0)).client,
         [],
         threading.Event(),
     )
 
     def request(name, url):
-        with scheduler.request_turn(lambda: am.URGENT_SMALL, url=url):
+        with client.turn(lambda: am.URGENT_SMALL, url=url):
             order.append(name)
             if name == "api":
                 holding.wait(5)
@@ -6187,15 +6223,17 @@ def test_a_library_closes_within_its_bound_and_starts_nothing_after(env, monkeyp
     stuck.convert_page = held_page
     library = am.PaperLibrary(env.settings, env.library.limiter, converters=(stuck, None))
     assert "## Sections" in am.arxiv_tool(paper="1111.2011v2", library=library)
-    library.flights.start("arxiv-network", release.wait, 30)
+    library.client.flights.start("arxiv-network", release.wait, 30)
     started = time.monotonic()
     library.close()
     assert time.monotonic() - started < 1.5, "within the bound"
     try:
-        assert not library.flights.start("arxiv-late", lambda: None)
-        late = library.flights.fetch(("metadata", "1111.2011v2"), lambda: None)
         with pytest.raises(am.ArxivError, match="shutting down"):
-            late.result(timeout=1)
+            library.client.flights.start("arxiv-late", lambda: None)
+        with pytest.raises(am.ArxivError, match="shutting down"):
+            library.client.flights.fetch(("metadata", "1111.2011v2"), lambda: None)
+        late = am.arxiv_tool(paper="2101.00001", library=library)
+        assert late.startswith("**Error:** The server is shutting down."), late
     finally:
         release.set()
 
@@ -7329,14 +7367,14 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
 
 
 def test_arxiv_requests_take_turns_by_urgency_then_age():
-    scheduler, order, holding = (
-        am.Scheduler(am.Settings, done=lambda state, outcome: None),
+    client, order, holding = (
+        am.PaperLibrary(am.Settings(min_interval=0.0), am.RateLimiter(0.0)).client,
         [],
         threading.Event(),
     )
 
     def request(name, urgency):
-        with scheduler.request_turn(lambda: urgency):
+        with client.turn(lambda: urgency):
             order.append(name)
             if name == "first":
                 holding.wait(5)
@@ -7356,7 +7394,7 @@ def test_arxiv_requests_take_turns_by_urgency_then_age():
     for queued, thread in enumerate(waiting, start=1):
         thread.start()
         # queued in this order, behind the first, being sent
-        wait_for(lambda queued=queued: scheduler.pending_requests() >= queued + 1)
+        wait_for(lambda queued=queued: client.pending() >= queued + 1)
     holding.set()
     for thread in [first, *waiting]:
         thread.join(5)
@@ -7473,7 +7511,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
     early = call(paper="1111.2011v2", section="full")  # the full text waits for the conversion
     assert "## Abstract\nTheoretical description" in early
     assert (
-        "## Full Text (PDF)\nThe full text is unavailable: the conversion was still running at "
+        "## Full Text (PDF)\nThe full text is unavailable: the text from the PDF was not ready at "
         "the 2 s "
         "deadline (ARXIV_DEADLINE)" in early
     )
@@ -8224,9 +8262,10 @@ def test_reads_of_different_papers_keep_the_per_host_spacing(env, monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", timed)
     papers = ("1111.2011v2", "1111.2011")
     overlapping(2, lambda index: call(paper=papers[index]))
-    # Each: arXiv's "No HTML" from arxiv.org, its PDF and metadata from export.arxiv.org; each host
-    # spaced.
-    assert [len(starts["arxiv.org"]), len(starts["export.arxiv.org"])] == [2, 4]
+    # Each: arXiv's "No HTML" from arxiv.org, its PDF and metadata from export.arxiv.org (the
+    # unversioned id's metadata names v2: its page and PDF, while still in flight for the other
+    # read, are asked once, Client.fetch); each host spaced.
+    assert len(starts["arxiv.org"]) in (1, 2) and len(starts["export.arxiv.org"]) in (3, 4), starts
     for host_starts in starts.values():
         host_starts.sort()
         assert all(b - a >= 0.099 for a, b in zip(host_starts, host_starts[1:])), starts
