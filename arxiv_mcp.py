@@ -1183,19 +1183,19 @@ def _parse_entry(entry: ET.Element) -> Paper:
     )
 
 
-def _xml_root(data: bytes, source: str) -> ET.Element:
+def _xml_root(data: bytes, sender: str) -> ET.Element:
     """``data`` parsed as XML, with ArxivError for an empty or malformed document and for one that
     declares a DTD or entities (no feed of arXiv's does; entities are how "billion laughs" attacks
-    work); ``source`` names the sender in the message."""
+    work); ``sender`` names the sender in the message."""
     if not data.strip():
-        raise ArxivError(f"The {source} returned an empty response; try again.", transient=True)
+        raise ArxivError(f"The {sender} returned an empty response; try again.", transient=True)
     if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
-        raise ArxivError(f"The {source} response declared a DTD or entities, which are refused.")
+        raise ArxivError(f"The {sender} response declared a DTD or entities, which are refused.")
     try:
         return ET.fromstring(data)
     except ET.ParseError:
         raise ArxivError(
-            f"The {source} returned malformed XML; try again later.", transient=True
+            f"The {sender} returned malformed XML; try again later.", transient=True
         ) from None
 
 
@@ -1248,16 +1248,18 @@ def _api_rejection(body: bytes) -> QueryRejected | None:
 def _fetch_xml(
     url: str,
     accept: str,
-    source: str,
+    service: str,
     rejection: Callable[[bytes], QueryRejected | None],
     **options: Any,
 ) -> bytes:
     """The body of an XML feed (``http_get`` with ``options``, at most ``_MAX_FEED_BYTES``); a final
-    HTTP error raises the ``rejection`` its body explains, else ArxivError naming ``source``."""
+    HTTP error raises the ``rejection`` its body explains, else ArxivError naming ``service``."""
     try:
         return http_get(url, accept=accept, max_bytes=_MAX_FEED_BYTES, **options).body
     except _StatusError as error:
-        failure = rejection(error.body) or ArxivError(f"The {source} answered HTTP {error.status}.")
+        failure = rejection(error.body) or ArxivError(
+            f"The {service} answered HTTP {error.status}."
+        )
     raise failure from None
 
 
@@ -5731,7 +5733,9 @@ _CITED_ID = re.compile(
     r"|arXiv:\s*(?P<prefixed>[a-z-]+(?:\.[a-z]{2})?/[0-9]{7}|[0-9]{4}\.[0-9]{4,5})"
     r"|(?<![\w/.-])(?P<legacy>[a-z]+(?:-[a-z]+)?(?:\.[a-z]{2})?/[0-9]{7})(?![0-9])"
     r"|(?<![\w.])(?P<classed>[0-9]{4}\.[0-9]{4,5})(?:v[0-9]+)?\s*\[[a-z-]+(?:\.[a-z-]+)?(?:,\s*[a-z.-]+)*\]"
-    r"|\bCoRR,?[\s*]+abs/(?P<corr>[0-9]{4}\.[0-9]{4,5})"  # DBLP's form of an arXiv paper
+    # DBLP's form of an arXiv paper, as printed: "CoRR, abs/…", "*CoRR*, abs/…" (LaTeXML's
+    # emphasis), "_CoRR_ , abs/…" (a converted PDF's italics), "CoRR **abs/…**"
+    r"|(?<![a-z0-9])CoRR[*_]*\s*,?[\s*_]*abs/(?P<corr>[0-9]{4}\.[0-9]{4,5})"
     r"|\b10\.48550/arXiv\.(?P<doi>[0-9]{4}\.[0-9]{4,5})",  # arXiv's DOI
     re.I,
 )
@@ -7952,7 +7956,7 @@ class _PdfState(_Guarded):
     asked_for: bool = False  # it is downloaded, or to be
     from_disk: bool = False  # its download came from the disk cache
     error: ArxivError | None = None  # why it cannot be had, or read
-    disk_text: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
+    kept_at: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     # converted Markdown by page, its furniture left out (``_unfurnished``)
     pages: dict[int, str] = dataclasses.field(default_factory=dict)
@@ -8434,7 +8438,7 @@ class _PaperState(_Guarded):
     metadata: _MetadataState = dataclasses.field(default_factory=_MetadataState)
     pdf: _PdfState = dataclasses.field(default_factory=_PdfState)
     # its parts of the sources its policy reads, by name, in order of preference
-    texts: dict[str, TextSource] = dataclasses.field(init=False)
+    text_sources: dict[str, TextSource] = dataclasses.field(init=False)
     callers: _Callers = dataclasses.field(default_factory=_Callers)
     loading: bool = True  # its download thread (its text, and the metadata) is running
     # dropped from the library (evicted, or a failure that is not kept): its PDF work stops
@@ -8443,15 +8447,15 @@ class _PaperState(_Guarded):
     revision: int = 0
 
     def __post_init__(self) -> None:
-        self.texts = {
+        self.text_sources = {
             kind.name: kind.for_paper(self) for kind in sources_of(self.policy, self.table)
         }
 
     def guard(self, lock: threading.Condition) -> "_PaperState":
-        """This state, every part of it (each ``_Guarded`` field, and those of ``texts``) told the
-        lock it is written under and the paper whose changes it counts (``_Guarded``)."""
+        """This state, every part of it (each ``_Guarded`` field, and those of ``text_sources``)
+        told the lock it is written under and the paper whose changes it counts (``_Guarded``)."""
         values = [getattr(self, field.name) for field in dataclasses.fields(self)]
-        for part in (self, *values, *self.texts.values()):
+        for part in (self, *values, *self.text_sources.values()):
             if isinstance(part, _Guarded):
                 object.__setattr__(part, "_lock", lock)
                 object.__setattr__(part, "_paper", self)
@@ -8460,7 +8464,7 @@ class _PaperState(_Guarded):
     @property
     def sources(self) -> list[TextSource]:
         """The text sources its policy reads from, in order of preference."""
-        return list(self.texts.values())
+        return list(self.text_sources.values())
 
     @property
     def version(self) -> str:
@@ -8511,26 +8515,24 @@ class _PaperState(_Guarded):
     @property
     def size(self) -> int:
         """Bytes its PDF and its text sources hold."""
-        return self.pdf.size + sum(source.size for source in self.texts.values())
+        return self.pdf.size + sum(source.size for source in self.text_sources.values())
 
 
 def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
 
 
-def _load_text_part(disk_text: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
+def _load_text_part(kept_at: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
     """A part of a paper's PDF text (its structure, a page) kept on disk by these rules, or None."""
     return (
-        _from_record(kind, disk_text[0].get("text", _text_key(disk_text[1], part)))
-        if disk_text
-        else None
+        _from_record(kind, kept_at[0].get("text", _text_key(kept_at[1], part))) if kept_at else None
     )
 
 
-def _store_text_part(disk_text: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
+def _store_text_part(kept_at: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
     """Keep a part's record on disk by these rules (``_load_text_part`` reads it)."""
-    if disk_text:
-        disk_text[0].put("text", _text_key(disk_text[1], part), record)
+    if kept_at:
+        kept_at[0].put("text", _text_key(kept_at[1], part), record)
 
 
 class Converter:
@@ -8967,10 +8969,10 @@ class Scheduler:
                 if self.converter.holds(key)
                 else None
             )
-        convert = functools.partial(self._convert, key, pdf.data, pdf.disk_text, pdf.structure)
+        convert = functools.partial(self._convert, key, pdf.data, pdf.kept_at, pdf.structure)
         if not pdf.structured:
             return (JOB_STRUCTURE, -self._order_of(state)), functools.partial(
-                self._structure, key, pdf.data, pdf.disk_text
+                self._structure, key, pdf.data, pdf.kept_at
             )
         wanted = sorted(page for page in self._plan(state) if page not in pdf.pages)
         if wanted:
@@ -8985,8 +8987,8 @@ class Scheduler:
         )
 
     def _plan(self, state: _PaperState) -> set[int]:
-        """The pages that the paper's waiting callers need (``needed``), asked again only when its
-        state has changed."""
+        """The pages that the paper's waiting callers need (``pages_waited_for``), asked again only
+        when its state has changed."""
         if (plan := self._plans.get(state)) is None or plan[0] != state.revision:
             plan = self._plans[state] = (state.revision, self.pages_waited_for(state))
         return plan[1]
@@ -9097,27 +9099,27 @@ class Scheduler:
         _join_within(lanes, time.monotonic() + _CLOSE_WAIT if until is None else until)
 
     def _structure(
-        self, key: tuple[str, str], pdf: bytes, disk_text: tuple[DiskCache, str] | None
+        self, key: tuple[str, str], pdf: bytes, kept_at: tuple[DiskCache, str] | None
     ) -> Structure | ArxivError:
         """Read the PDF's structure (``read_structure``), and keep it on disk."""
         record = self._converter_of(_STRUCTURES).structure(key, pdf)
-        _store_text_part(disk_text, "structure", record)
+        _store_text_part(kept_at, "structure", record)
         return _from_record(Structure, record) or ArxivError("The PDF could not be read.")
 
     def _convert(
         self,
         key: tuple[str, str],
         pdf: bytes,
-        disk_text: tuple[DiskCache, str] | None,
+        kept_at: tuple[DiskCache, str] | None,
         structure: Structure,
         page: int,
     ) -> tuple[int, PageMarkdown]:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
-        if (converted := _load_text_part(disk_text, f"page {page}", PageMarkdown)) is None:
+        if (converted := _load_text_part(kept_at, f"page {page}", PageMarkdown)) is None:
             record = self.converter.page(key, pdf, page, structure.hidden_on(page))
             if not (converted := _from_record(PageMarkdown, record)).fallback:
-                _store_text_part(disk_text, f"page {page}", record)
+                _store_text_part(kept_at, f"page {page}", record)
         return page, converted
 
 
@@ -9402,11 +9404,11 @@ class PaperDownloads:
                 urgency=self.urgency(state, URGENT_PDF),
                 keeping=_AS_BYTES if cache is not None else None,
             )
-            disk_text = (cache, version) if cache is not None else None
+            kept_at = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
-            structure = _load_text_part(disk_text, "structure", Structure)
+            structure = _load_text_part(kept_at, "structure", Structure)
             with changed:
-                state.pdf.data, state.pdf.disk_text = pdf.value, disk_text
+                state.pdf.data, state.pdf.kept_at = pdf.value, kept_at
                 state.pdf.from_disk = pdf.from_disk
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
@@ -9695,7 +9697,7 @@ class PaperLibrary:
         with self.scheduler.changed:
             return dict(self._states)
 
-    def read_texts(self) -> Iterator[Findable]:
+    def findables(self) -> Iterator[Findable]:
         """Every paper this library can search with no request: those in memory, then each text kept
         on disk (a parsed HTML page, a PDF's structure pass), read one at a time, never all at once,
         and kept in memory for the next search, ``_FIND_KEPT`` papers at most (the least recently
@@ -10221,7 +10223,7 @@ def find_in_papers(
             "were given."
         )
     texts, failures = (
-        (library.read_texts(), [])
+        (library.findables(), [])
         if papers is None
         else _named_texts(
             papers=papers,

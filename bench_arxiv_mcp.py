@@ -236,7 +236,7 @@ def own_texts(text: str, sections: list[am.Section]) -> dict[am.Section, str]:
 
 
 def located(sentences: list[tuple[am.Section, str]], texts: dict[am.Section, str]) -> Integrity:
-    """Where each (section, sentence) is found in ``texts``, the sections' own texts by their
+    """Where each (section, sentence) is found in ``text_sources``, the sections' own texts by their
     records: in its own section, in order; in another; or in none.  A sentence is in a text when
     ``MIN_SHARED`` of its runs of three words are: formulas, which two readings write differently,
     break the others."""

@@ -5239,7 +5239,7 @@ def test_an_equation_of_a_paper_read_from_html_is_its_latex_and_the_pdfs_image(h
     # An equation the HTML numbers and the PDF's pages do not show: its LaTeX, and why there is no
     # image.
     with html_env.library.scheduler.changed:
-        state.texts["html"].parsed.equations["99"] = "$$x=1$$ (99)"
+        state.text_sources["html"].parsed.equations["99"] = "$$x=1$$ (99)"
     missing = am.arxiv_answer(am.ToolCall(paper="2203.00274v2", section="equation 99"))
     assert missing.images == () and missing.text.endswith(
         "**Equation (99)**: $$x=1$$ (99) *[no image: the PDF's pages show no Equation (99)]*"
@@ -5715,6 +5715,50 @@ def test_cited_ids_in_every_form_without_versions_or_the_papers_own():
         "1512.03385",
     ]
     assert am.reference_entries(text) == 9
+
+
+CORR_ENTRIES = [  # DBLP's CoRR as each path prints it: (the entry as the source gives it, its id)
+    ("[1] D. Bahdanau. Neural machine translation. CoRR, abs/1409.0473, 2014.", "1409.0473"),
+    ("[2] K. He. Deep residual learning. _CoRR_ , abs/1512.03385, 2015.", "1512.03385"),
+    ("[3] A. Vaswani. Attention. CoRR **abs/1706.03762**, 2017.", "1706.03762"),
+    ("[4] J. Ba. Layer normalization. CoRR (2016). arXiv:1607.06450.", "1607.06450"),
+]
+
+
+def test_corr_ids_count_as_printed_in_a_converted_pdf():
+    """A PDF's reference list as pymupdf4llm writes it (italics as ``_…_``, bold as ``**…**``):
+    each CoRR entry is an arXiv id, in the section's details and the cited ids."""
+    listed = "\n".join(entry for entry, _ in CORR_ENTRIES)
+    markdown = f"## 1 Introduction\n\nWe cite [1], [2], [3] and [4].\n\n## References\n\n{listed}\n"
+    text = am.PaperText.from_pdf(am.PdfText((markdown,), 1, ()), "A Paper")
+    [section] = [s for s in text.sections if s.title == "References"]
+    assert [e.arxiv_id for e in am.references(text, section)] == [i for _, i in CORR_ENTRIES]
+    assert am.cited_arxiv_ids(text.body(section)) == [i for _, i in CORR_ENTRIES]
+
+
+def test_corr_ids_count_as_latexml_writes_them(html_env):
+    """arXiv's HTML of a bibliography entry with LaTeXML's ``<em>CoRR</em>, abs/…`` (the emphasis
+    closing before the comma), parsed by the module: the entry's id, through the tool."""
+    entries = "".join(
+        f'<li id="bib.bib{n}" class="ltx_bibitem"><span class="ltx_tag ltx_tag_bibitem">[{n}]'
+        f'</span><span class="ltx_bibblock">A. Author. A title. <em class="ltx_emph '
+        f'ltx_font_italic">CoRR</em>, abs/{arxiv_id}, 2014.</span></li>'
+        for n, arxiv_id in enumerate(("1409.0473", "1512.03385", "1607.06450"), start=1)
+    )
+    cites = ", ".join(f'<a href="#bib.bib{n}" class="ltx_ref">{n}</a>' for n in (1, 2, 3))
+    page = article(
+        '<h1 class="ltx_title ltx_title_document">CoRR Cited</h1><section class="ltx_section" '
+        'id="S1"><h2 class="ltx_title ltx_title_section"><span class="ltx_tag ltx_tag_section">1'
+        '</span> Introduction</h2><div class="ltx_para"><p class="ltx_p">We build on '
+        f'<cite class="ltx_cite">[{cites}]</cite> here.</p></div></section>'
+        '<section id="bib" class="ltx_bibliography"><h2 class="ltx_title '
+        f'ltx_title_bibliography">References</h2><ul class="ltx_biblist">{entries}</ul></section>'
+    )
+    html_env.htmls["1111.2011v2"] = page.encode()
+    answer = call(paper="1111.2011v2", section="references")
+    assert "3 entries, 3 with an arXiv id or DOI" in answer, answer
+    for arxiv_id in ("1409.0473", "1512.03385", "1607.06450"):
+        assert f"arXiv:{arxiv_id} · cited here 1× (1)" in answer, answer
 
 
 def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_them(env):
@@ -7234,21 +7278,21 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
     state = paper_state(html_env.library, "2203.00274v2")
     for part, field in (
         (state, "forgotten"),
-        (state.texts["html"], "from_disk"),
+        (state.text_sources["html"], "from_disk"),
         (state.callers, "requests"),
     ):
         with pytest.raises(am.LockRuleBroken, match=f"{type(part).__name__}.{field} was written"):
             setattr(part, field, getattr(part, field))
     with html_env.library.scheduler.changed:  # with the lock held, the same writes pass
-        for part, field in ((state, "forgotten"), (state.texts["html"], "from_disk")):
+        for part, field in ((state, "forgotten"), (state.text_sources["html"], "from_disk")):
             setattr(part, field, getattr(part, field))
     fresh = am._PaperState("2101.00001")  # a state no library holds yet: built freely
     fresh.loading = False
     # every part is guarded, its PDF's and each text source's too, by the one table
     guarded = am._PaperState("2101.00002").guard(html_env.library.scheduler.changed)
-    assert list(guarded.texts) == [kind.name for kind in am.TEXT_SOURCES] == ["html", "pdf"]
+    assert list(guarded.text_sources) == [kind.name for kind in am.TEXT_SOURCES] == ["html", "pdf"]
     assert am.policies(am.TEXT_SOURCES) == ("auto", "html", "pdf")
-    for part in (guarded.metadata, guarded.pdf, guarded.callers, *guarded.texts.values()):
+    for part in (guarded.metadata, guarded.pdf, guarded.callers, *guarded.text_sources.values()):
         with pytest.raises(am.LockRuleBroken):
             part.written = True
     assert call(paper="2203.00274v2").startswith("# "), "the paper reads as before"
