@@ -6,6 +6,9 @@
 #     # is an empty shell): this is what makes `import pymupdf4llm` work.
 #     "pymupdf>=2.0,<3",
 # ]
+# [tool.uv]
+# # installed as bytecode, once: no start compiles its imports (PYTHONDONTWRITEBYTECODE or not)
+# compile-bytecode = true
 # ///
 """arxiv-mcp: read and search arXiv papers from an LLM agent, as one MCP tool.
 
@@ -7605,10 +7608,6 @@ class Reading:
     sections: tuple[Section, ...] = ()
     scholarly: Scholarly | None = None  # Semantic Scholar's counts and venue, if it has answered
 
-    def link(self, settings: Settings) -> TextLink:
-        """Where its text is read from (``TextSource.link``)."""
-        return self.source.link(self.paper, settings)
-
 
 # What hears the steps of a read (a paper's listeners, told by ``_Callers.tell``): done, total or
 # None, a message.
@@ -7671,10 +7670,6 @@ class Keeping:
     read: Callable[[bytes], Any]
     write: Callable[[Any], bytes]
     max_age: float | None = None
-
-
-# A download kept as it came (a PDF, a page of a text source): its bytes.
-_AS_BYTES = Keeping(read=bytes, write=bytes)
 
 
 @dataclass(frozen=True)
@@ -8242,7 +8237,9 @@ class WholeTextSource(TextSource):
             url=url,
             deadline=None,
             urgency=downloads.urgency(state, URGENT_PDF),
-            keeping=_AS_BYTES if downloads.cache_for(version) is not None else None,
+            keeping=Keeping(read=bytes, write=bytes)
+            if downloads.cache_for(version) is not None
+            else None,
         )
 
     def answer(
@@ -9402,7 +9399,7 @@ class PaperDownloads:
                 url=library.settings.pdf_url,
                 deadline=None,
                 urgency=self.urgency(state, URGENT_PDF),
-                keeping=_AS_BYTES if cache is not None else None,
+                keeping=Keeping(read=bytes, write=bytes) if cache is not None else None,
             )
             kept_at = (cache, version) if cache is not None else None
             # here: an overview never waits for the converter
@@ -9413,6 +9410,7 @@ class PaperDownloads:
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
                 self.library.scheduler.add(state)
+            state.callers.tell(changed, "Reading the PDF's structure, then its pages")
         except Exception as error:
             with changed:
                 # (the converter then waits for no download)
@@ -9937,7 +9935,7 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
             reading.text,
             reading.text_error,
             LIBRARY.settings.max_chars,
-            reading.link(LIBRARY.settings),
+            reading.source.link(reading.paper, LIBRARY.settings),
             reading.hidden,
             read_on=call.replace("{version}", reading.paper.arxiv_id) or None,
         )
@@ -10096,7 +10094,14 @@ def answer_full(call: ReadCall) -> Answer:
 
 def _full(r: Reading, settings: Settings) -> Answer:
     return Answer(
-        format_full(r.paper, r.text, r.text_error, settings.max_chars, r.link(settings), r.hidden)
+        format_full(
+            r.paper,
+            r.text,
+            r.text_error,
+            settings.max_chars,
+            r.source.link(r.paper, settings),
+            r.hidden,
+        )
     )
 
 
@@ -10150,7 +10155,7 @@ def answer_sections(call: ReadCall) -> Answer:
             s2_references,
             call.page,
             request.words,
-            reading.link(settings),
+            reading.source.link(reading.paper, settings),
         )
         if not request.visuals or text.startswith(ERROR):
             return Answer(text)
@@ -10639,10 +10644,14 @@ async def _answered_off_the_loop(call: ToolCall, library: PaperLibrary | None, c
 
     import anyio
 
-    loop = asyncio.get_running_loop()
+    loop, steps = asyncio.get_running_loop(), itertools.count(1)
 
     def listener(done: float, total: float | None, message: str) -> None:  # from the thread
-        asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, message), loop)
+        """Each step of the read one more (MCP's progress increases strictly), its total the steps
+        left when the step knows them (pages: ``done`` of ``total``)."""
+        step = next(steps)
+        left = None if total is None else step + total - done
+        asyncio.run_coroutine_threadsafe(ctx.report_progress(step, left, message), loop)
 
     return await anyio.to_thread.run_sync(
         lambda: arxiv_answer(call, library=library, listener=listener)

@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -1855,6 +1856,33 @@ def report_session(pdfs: dict[str, bytes], runs: int, throttled: bool = False) -
     html.shutdown()
 
 
+def report_start(runs: int, server: str) -> None:
+    """What a start costs where ``PYTHONDONTWRITEBYTECODE`` is set (issue 65): seconds from starting
+    ``uv run <server>`` to its ``tools/list`` answer, and for a process of the script's environment
+    (a converter's) to import pymupdf4llm; medians of ``runs``, after one start that makes the
+    environment."""
+    uv = shutil.which("uv")
+    if uv is None:
+        print("uv is not installed: nothing to measure")
+        return
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "ARXIV_S2_URL": "off"}
+    command = [uv, "run", server]
+    made = server_ready_seconds(env, command)
+    ready = [server_ready_seconds(env, command) for _ in range(runs)]
+    found = subprocess.run(
+        [uv, "python", "find", "--script", server], capture_output=True, text=True, check=True
+    )
+    imports = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([found.stdout.strip(), "-c", "import pymupdf4llm"], env=env, check=True)
+        imports.append(time.perf_counter() - start)
+    print("\n| with PYTHONDONTWRITEBYTECODE=1 | median | runs |\n|---|---|---|")
+    print(f"| the first start (its environment made or found) | {made:.2f} s | 1 |")
+    print(f"| `uv run` to `tools/list` | {statistics.median(ready):.2f} s | {runs} |")
+    print(f"| a converter's `import pymupdf4llm` | {statistics.median(imports):.2f} s | {runs} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1961,10 +1989,16 @@ def main() -> None:
         help="only five full reads while the converters are killed every 2.5 s (issue 56)",
     )
     parser.add_argument(
+        "--start",
+        action="store_true",
+        help="only what a start costs where PYTHONDONTWRITEBYTECODE is set: the server's ready "
+        "time through uv run, a converter's import (issue 65)",
+    )
+    parser.add_argument(
         "--server",
         default=str(HERE / "arxiv_mcp.py"),
-        help="with --machine, --stalls or --pace: the server script to start (another checkout's, "
-        "to compare)",
+        help="with --machine, --stalls, --pace or --start: the server script to start (another "
+        "checkout's, to compare)",
     )
     parser.add_argument(
         "--throttled",
@@ -1999,6 +2033,7 @@ def main() -> None:
         "pace": lambda: report_pace(pdfs, args.runs, args.server),
         "listing": lambda: report_listing(args.runs),
         "faults": lambda: report_faults(pdfs, args.runs),
+        "start": lambda: report_start(args.runs, args.server),
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()

@@ -8711,9 +8711,18 @@ def test_stdio_end_to_end_with_the_sdk_client(loopback_arxiv, tmp_path):
     seen = asyncio.run(main())
     check_exchange(seen)
     assert stray == []
-    pages = [p for p in seen["progress"] if p[1] == 8]
-    assert [p[0] for p in pages] == list(range(1, 9)), seen["progress"]  # page by page
-    assert pages[-1][2] == "Converted page 8 of 8"
+    # Each stage named as it starts, the progress one more each time (as MCP requires), the pages
+    # page by page, their total the steps left
+    progress = seen["progress"]
+    assert [p[0] for p in progress] == list(range(1, len(progress) + 1)), progress
+    assert [p[2] for p in progress[:3]] == [
+        "Downloading arXiv's HTML",
+        "Downloading the PDF",
+        "Reading the PDF's structure, then its pages",
+    ], progress
+    pages = [p for p in progress if p[2].startswith("Converted page")]
+    assert [p[2] for p in pages] == [f"Converted page {n} of 8" for n in range(1, 9)], progress
+    assert {p[1] for p in pages} == {progress[-1][0]} and progress[-1] == pages[-1]
     # Nothing written to disk but the disk cache: not in the working directory, TMPDIR or HOME.
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "stderr.txt"]
     assert written and all(p.is_relative_to(tmp_path / "cache") for p in written), written
