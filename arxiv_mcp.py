@@ -8330,8 +8330,9 @@ class PdfSource(TextSource):
 
     def section_pages(self, request: ReadRequest, max_pages: int, title: str) -> set[int]:
         """None for passages, figures alone or the outline's overview; the full text's without an
-        outline; else the pages of the sections it names, from the outline's rows, and the page
-        after them while the converted text shows that a section runs on past them."""
+        outline, or for a reference list (its citations are counted in the whole text); else the
+        pages of the sections it names, from the outline's rows, and the page after them while the
+        converted text shows that a section runs on past them."""
         pdf = self.pdf
         full = set(pdf.full_pages(max_pages))
         match request.mode.needs, pdf.structure.overview:
@@ -8350,6 +8351,9 @@ class PdfSource(TextSource):
         chosen = _select_sections(outline, request.sections)
         if isinstance(chosen, str):
             return set()  # the answer is the error that lists the outline's sections
+        # a reference list's entries are counted in the whole text: where the paper cites each
+        if any(_name_role(section.title) == REFERENCES for section in chosen):
+            return full
         pages: set[int] = set()
         for section in chosen:
             end = _end_of(outline, _position(outline, section))
@@ -8399,12 +8403,6 @@ class PdfSource(TextSource):
 # The text sources, in order of preference: a new source is its subclass and its entry here
 # (docs/architecture.md).  A library may be given a table of its own (``PaperLibrary``).
 TEXT_SOURCES: tuple[type[TextSource], ...] = (HtmlSource, PdfSource)
-
-
-def policies(table: Sequence[type[TextSource]]) -> tuple[str, ...]:
-    """The values of ``ARXIV_SOURCE`` that ``table`` understands: "auto", then each source's
-    name."""
-    return ("auto", *(kind.name for kind in table))
 
 
 def sources_of(policy: str, table: Sequence[type[TextSource]]) -> tuple[type[TextSource], ...]:
@@ -9518,10 +9516,12 @@ class PaperDownloads:
 
 def _understood(settings: Settings, sources: Sequence[type[TextSource]]) -> Settings:
     """``settings``, their ``source`` (``ARXIV_SOURCE``) a policy that ``sources`` understands
-    (``policies``): one it does not is logged (never echoed) and read as "auto"."""
-    if settings.source in policies(sources):
+    ("auto", or a source's name: ``sources_of``): one it does not is logged (never echoed) and
+    read as "auto"."""
+    understood = ("auto", *(kind.name for kind in sources))
+    if settings.source in understood:
         return settings
-    log.warning("ARXIV_SOURCE must be one of %s; using auto", ", ".join(policies(sources)))
+    log.warning("ARXIV_SOURCE must be one of %s; using auto", ", ".join(understood))
     return dataclasses.replace(settings, source="auto")
 
 
@@ -9724,8 +9724,8 @@ class PaperLibrary:
         """The paper ``arxiv_id`` with what ``request`` needs: the overview (the section list: the
         HTML's, the PDF outline's, or the full text's when the PDF has none), the full text (the
         HTML's, or the first ``max_pages`` pages converted), sections (the pages of those sections,
-        wherever they are) with figures, tables and equations, or passages.  ``policy`` (one of
-        ``policies``; default: the settings' ``source``) says where the text may come from.
+        wherever they are) with figures, tables and equations, or passages.  ``policy`` (see
+        ``sources_of``; default: the settings' ``source``) says where the text may come from.
 
         ``listener`` hears the steps of the read (download, pages converted). When ``deadline``
         (a limiter-clock time) passes first, this returns what is known with a note, or raises

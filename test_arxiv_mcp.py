@@ -5834,6 +5834,24 @@ def test_the_pdf_cites_each_reference_where_its_html_does(html_papers, convert_o
     assert sum(len(entry.cited_in) for entry in from_pdf) == 59
 
 
+def test_a_cold_pdfs_references_count_the_whole_text_on_the_first_call(env, html_papers):
+    """section="references", asked first of a paper read from its PDF (2203.00274v2: no HTML
+    served): the answer waits for every page, so that each entry's count is the whole text's, as
+    a later call gives it, and matches the HTML's links within one per entry."""
+    env.pdfs["2203.00274v2"] = pdf_path("2203.00274v2").read_bytes()
+    env.feeds["2203.00274v2"] = ATOM_1111  # the metadata's text is not what this test reads
+    first = call(paper="2203.00274v2", section="references")
+    details = [line for line in first.splitlines() if line.startswith("  ")]
+    counts = [
+        int(found[1]) if (found := re.search(r"cited here ([0-9]+)×", line)) else 0
+        for line in details
+    ]
+    links = [len(entry.cited_in) for entry in references_of(html_papers("2203.00274").text)]
+    assert len(counts) == len(links) == 21, first[:600]
+    assert all(abs(mine - theirs) <= 1 for mine, theirs in zip(counts, links)), (counts, links)
+    assert call(paper="2203.00274v2", section="references") == first, "a later call: the same"
+
+
 @pytest.mark.parametrize(
     "cites, entries, counts",
     [
@@ -7291,7 +7309,8 @@ def test_a_write_to_a_papers_state_without_its_lock_fails_under_the_lock_check(h
     # every part is guarded, its PDF's and each text source's too, by the one table
     guarded = am._PaperState("2101.00002").guard(html_env.library.scheduler.changed)
     assert list(guarded.text_sources) == [kind.name for kind in am.TEXT_SOURCES] == ["html", "pdf"]
-    assert am.policies(am.TEXT_SOURCES) == ("auto", "html", "pdf")
+    assert [kind.name for kind in am.sources_of("pdf", am.TEXT_SOURCES)] == ["pdf"]
+    assert am.sources_of("latex", am.TEXT_SOURCES) == am.sources_of("auto", am.TEXT_SOURCES)
     for part in (guarded.metadata, guarded.pdf, guarded.callers, *guarded.text_sources.values()):
         with pytest.raises(am.LockRuleBroken):
             part.written = True
