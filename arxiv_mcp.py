@@ -7768,9 +7768,9 @@ class Client:
         urgency: Callable[[], int] = lambda: URGENT_SMALL,
         keeping: Keeping | None = None,
     ) -> Fetched[_Kept]:
-        """``fetch``'s answer (``fetch``), waited for until ``deadline`` (None: its end).  Raises
-        what it raises, or, past the deadline, ArxivError ``late`` (the fetch goes on, and is kept
-        where its kind is)."""
+        """What the one fetch of ``kind`` of ``key`` brings (``Client.fetch``), waited for until
+        ``deadline`` (None: its end).  Raises what it raises, or, past the deadline, ArxivError
+        ``late`` (the fetch goes on, and is kept where its kind is)."""
         future = self.fetch(
             kind, key, fetch, url=url, deadline=deadline, urgency=urgency, keeping=keeping
         )
