@@ -7665,11 +7665,13 @@ def _join_within(threads: Iterable[threading.Thread], until: float) -> None:
 class Keeping:
     """How the disk cache keeps a kind of answer (``Client.fetch``): ``write`` makes its file's
     body, ``read`` reads it back (None: it cannot serve), kept ``max_age`` seconds (None: for
-    good, as a versioned download)."""
+    good, as a versioned download); a final failure (a 404: ArxivError, not transient) kept
+    ``failure_age`` seconds as a record of its own, "no-" and the kind (None: never kept)."""
 
     read: Callable[[bytes], Any]
     write: Callable[[Any], bytes]
     max_age: float | None = None
+    failure_age: float | None = None
 
 
 @dataclass(frozen=True)
@@ -7808,9 +7810,15 @@ class Client:
             raise ArxivError(late, transient=True) from None
 
     def _kept(self, kind: str, key: str, keeping: Keeping | None) -> Any:
-        """What the disk keeps of ``kind`` of ``key`` and can serve, or None."""
+        """What the disk keeps of ``kind`` of ``key`` and can serve, or None; the ArxivError kept of
+        it (``Keeping.failure_age``)."""
         if keeping is None or self.library.cache is None:
             return None
+        said = keeping.failure_age and self.library.cache.get(
+            f"no-{kind}", key, keeping.failure_age
+        )
+        if said:
+            raise ArxivError(said.decode("utf-8", errors="replace"))
         body = self.library.cache.get(kind, key, keeping.max_age)
         return keeping.read(body) if body is not None else None
 
@@ -7832,7 +7840,12 @@ class Client:
         with self.turn(urgency, deadline, url=url), self._one_fetch(kind, key, keeping, deadline):
             if (kept := self._kept(kind, key, keeping)) is not None:
                 return Fetched(value=kept, from_disk=True)
-            fetched = fetch(deadline)
+            try:
+                fetched = fetch(deadline)
+            except ArxivError as failure:  # kept before the next process looks
+                if keeping and keeping.failure_age and self.library.cache and not failure.transient:
+                    self.library.cache.put(f"no-{kind}", key, str(failure).encode())
+                raise
             if keeping is not None and self.library.cache is not None:
                 self.library.cache.put(kind, key, keeping.write(fetched))
             return Fetched(value=fetched, from_disk=False)
@@ -8173,20 +8186,15 @@ class WholeTextSource(TextSource):
     def download(self, downloads: "PaperDownloads", state: "_PaperState") -> None:
         """Read the paper's text from its page of the version read (``parse``); anything but that
         version's text is its failure, which leaves the paper to the next source, if its policy
-        has one.  The disk keeps the parsed text (by these rules), the page (``page``: to parse
-        again when the rules change) and, for a day, that it has none ("no" and its name)."""
+        has one.  The disk keeps the parsed text (by these rules), and the page (``page``: to parse
+        again when the rules change), or, for a day, that arXiv has none."""
         changed = downloads.library.scheduler.changed
         with changed:
             version, fallback = state.version, state.sources[-1] is not self
-        cache, nothing_kind = downloads.cache_for(version), f"no{self.name}"
-        text_key = _text_key(version, self.name)
-        remembered = cache is not None and cache.get(nothing_kind, version, _CACHED_TTL) is not None
+        cache, text_key = downloads.cache_for(version), _text_key(version, self.name)
         kept = _from_record(HtmlPaper, cache.get("text", text_key)) if cache is not None else None
-        from_disk = kept is not None
+        text, from_disk = kept, kept is not None
         try:
-            if remembered:
-                raise ArxivError(f"arXiv has no {self.format_name} for {version}.")
-            text = kept
             if text is None:
                 page = self.page(downloads, state, version, fallback)
                 text, from_disk = self.parse(page.value, version), page.from_disk
@@ -8197,9 +8205,6 @@ class WholeTextSource(TextSource):
             log.info(
                 "no text from %s for %s (%s); next: %s", self.label, version, failure, fallback
             )
-            if cache is not None and not remembered and not failure.transient:
-                # a 404, a page that is not the paper, another version: for a day
-                cache.put(nothing_kind, version, b"")
             with changed:
                 self.error = failure
             return
@@ -8237,7 +8242,7 @@ class WholeTextSource(TextSource):
             url=url,
             deadline=None,
             urgency=downloads.urgency(state, URGENT_PDF),
-            keeping=Keeping(read=bytes, write=bytes)
+            keeping=Keeping(read=bytes, write=bytes, failure_age=_CACHED_TTL)
             if downloads.cache_for(version) is not None
             else None,
         )

@@ -7008,7 +7008,7 @@ def test_a_no_html_answer_is_kept_for_a_day_and_a_passing_failure_not_at_all(env
 
     env.script["/html/"] = [http_error("u", 502) for _ in range(env.settings.retries + 1)]
     am.arxiv_tool(paper="1111.2011v2", library=restart())  # arXiv's HTML fails for now
-    assert cache.get("nohtml", "1111.2011v2") is None, "a 5xx is no answer about the paper"
+    assert cache.get("no-html", "1111.2011v2") is None, "a 5xx is no answer about the paper"
     am.arxiv_tool(paper="1111.2011v2", library=restart())  # arXiv says "No HTML"
     assert paths(env).count("/html/1111.2011v2") == env.settings.retries + 2
     asked = len(env.urls)
