@@ -9283,7 +9283,7 @@ class Catalogue:
     def listing(self, categories: Sequence[str], deadline: float) -> Listing:
         """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
         until the next day's: one request a day for every server on the cache's folder
-        (``_one_fetch``), the one in flight in the process waited for until ``deadline``.  Its
+        (``Client.fetch``), the one in flight in the process waited for until ``deadline``.  Its
         papers' metadata is remembered for reading them (``remember``)."""
         name = listing_name(categories)
         with self._lock:
