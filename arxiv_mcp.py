@@ -5467,9 +5467,9 @@ def _fetch_text_page(
     url: str,
     arxiv_id: str,
     format_name: str,
+    deadline: float | None = None,
     *,
     accept: str = "text/html",
-    deadline: float | None = None,
     settings: Settings,
     limiter: RateLimiter | None,
     patience: float,
@@ -7849,7 +7849,14 @@ class Client:
         ``fetch(deadline)``, kept."""
         if (kept := self._kept(kind, key, keeping)) is not None:
             return Fetched(value=kept, from_disk=True)
-        with self.turn(urgency, deadline, url=url), self._one_fetch(kind, key, keeping, deadline):
+        # a flight without a deadline waits for another process's fetch a call's length at most: a
+        # holder stuck elsewhere costs that, then the next call asks again
+        until = (
+            self.library.limiter.clock() + self.library.settings.deadline
+            if deadline is None
+            else deadline
+        )
+        with self.turn(urgency, deadline, url=url), self._one_fetch(kind, key, keeping, until):
             if (kept := self._kept(kind, key, keeping)) is not None:
                 return Fetched(value=kept, from_disk=True)
             try:
@@ -7864,12 +7871,13 @@ class Client:
 
     @contextlib.contextmanager
     def _one_fetch(
-        self, kind: str, key: str, keeping: Keeping | None, deadline: float | None
+        self, kind: str, key: str, keeping: Keeping | None, until: float
     ) -> Iterator[None]:
         """Be the one process of those sharing the cache's folder that fetches ``kind`` of ``key``
-        (a kind it keeps): its own lock file, waited on until ``deadline`` (ArxivError past it; at
-        once when its holder dies), so that the others find what one kept.  Nothing without a
-        cache, or where the folder holds no such lock (then each process fetches what it needs)."""
+        (a kind it keeps): its own lock file, waited on until ``until`` (a limiter-clock time;
+        ArxivError past it; at once when its holder dies), so that the others find what one kept.
+        Nothing without a cache, or where the folder holds no such lock (then each process
+        fetches what it needs)."""
         descriptor = None
         with contextlib.suppress(OSError):
             if keeping is not None and self.library.cache is not None:
@@ -7877,9 +7885,7 @@ class Client:
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 name = f"fetch-{hashlib.sha256(f'{kind} {key}'.encode()).hexdigest()}"
                 descriptor = _lock_file(
-                    os.path.join(folder, name),
-                    math.inf if deadline is None else deadline,
-                    self.library.limiter.clock,
+                    os.path.join(folder, name), until, self.library.limiter.clock
                 )
                 if descriptor is None:
                     raise ArxivError(_EARLIER_REQUEST, transient=True)
@@ -8235,18 +8241,16 @@ class WholeTextSource(TextSource):
         library, url = downloads.library, self.url(downloads.library.settings, version)
         state.callers.tell(library.scheduler.changed, f"Downloading {self.label}")
 
-        def fetched(deadline: float | None) -> bytes:
-            return _fetch_text_page(
-                url,
-                version,
-                self.format_name,
-                accept=self.accept,
-                deadline=deadline,
-                settings=library.settings,
-                limiter=library.limiter,
-                patience=0 if fallback else _COOL_DOWN_PATIENCE,
-            )
-
+        fetched = functools.partial(
+            _fetch_text_page,
+            url,
+            version,
+            self.format_name,
+            accept=self.accept,
+            settings=library.settings,
+            limiter=library.limiter,
+            patience=0 if fallback else _COOL_DOWN_PATIENCE,
+        )
         return library.client.get(
             self.name,
             version,
@@ -9491,9 +9495,10 @@ class PaperDownloads:
         ).value
 
     def ask_scholarly(self, state: _PaperState) -> None:
-        """Semantic Scholar's counts and venue of the paper, written into its state: from the disk
-        at once, else when the one fetch in flight for the paper (``PaperLibrary.s2``) answers,
-        never waited on; a throttle or a failure is kept nowhere, and the paper goes without."""
+        """Semantic Scholar's counts and venue of the paper, written into its state when the one
+        fetch for the paper (``PaperLibrary.s2_fetch``: the disk's day-old answer, else a request)
+        brings them, never waited on; a throttle or a failure is kept nowhere, and the paper goes
+        without."""
         base = _split_version(state.arxiv_id)[0]
 
         def answered(future: "concurrent.futures.Future[Fetched[Any]]") -> None:

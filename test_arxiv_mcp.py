@@ -2120,6 +2120,41 @@ def test_search_results_are_compact_and_deterministic(env, name, total, count):
     assert 'arxiv(paper="<id>")' in answer
 
 
+def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at_most(tmp_path):
+    """Another process holds a key's lock file (its fetch stuck): a background flight (no deadline)
+    gives up after the settings' deadline, so that the key is not in flight for ever, and the next
+    call asks again."""
+    settings = am.Settings(deadline=0.3, min_interval=0.0)
+    library = am.PaperLibrary(settings, am.RateLimiter(0.0), am.DiskCache(str(tmp_path), 10**9))
+    (tmp_path / am._LOCKS).mkdir()
+    name = f"fetch-{hashlib.sha256(b'meta 1111.2011v2').hexdigest()}"
+    held = am._lock_file(str(tmp_path / am._LOCKS / name), float("inf"), time.monotonic)
+    started = time.monotonic()
+    try:
+        with pytest.raises(am.ArxivError, match="earlier arXiv request"):
+            library.client.get(
+                "meta",
+                "1111.2011v2",
+                lambda _: b"fetched",
+                url=API_URL,
+                deadline=None,
+                keeping=am.Keeping(read=bytes, write=bytes),
+            )
+        assert time.monotonic() - started < 5
+    finally:
+        am._unlock_file(held)
+    fetched = library.client.get(
+        "meta",
+        "1111.2011v2",
+        lambda _: b"fetched",
+        url=API_URL,
+        deadline=None,
+        keeping=am.Keeping(read=bytes, write=bytes),
+    )
+    assert fetched == am.Fetched(value=b"fetched", from_disk=False), "asked again, once free"
+    library.close()
+
+
 def test_a_search_asked_twice_at_once_is_one_request_and_never_kept(env, monkeypatch, tmp_path):
     """The client's one fetch per key holds for searches too: a second caller of the same search
     waits for the first's request; once answered, the search is asked afresh (never kept on disk,
