@@ -565,7 +565,7 @@ class RateLimiter:
     ) -> float:
         left = self.cooling(service, turns)
         if left > 0 and (
-            left > patience or deadline is not None and self.clock() + left > deadline
+            left > patience or (deadline is not None and self.clock() + left > deadline)
         ):
             raise Throttled(left, who)
         return left
@@ -961,7 +961,9 @@ def _hop(url: str, redirect: _Redirected, settings: Settings, asking: _Asking) -
             "read.",
             transient=True,
         )
-    same_host = target.hostname == urllib.parse.urlsplit(url).hostname
+    source = urllib.parse.urlsplit(url)
+    # a header (an API key) never travels to another host, nor in clear text
+    same_host = (target.hostname, target.scheme) == (source.hostname, source.scheme)
     return _Asking(
         who=asking.who,
         headers=asking.headers if same_host else {},
@@ -2629,8 +2631,7 @@ class _Numbering:
                 style, value = "arabic", int(head)
             elif len(head) == 1 and (
                 not _ROMAN.fullmatch(head)
-                or self.letter is not None
-                and ord(head) == ord(self.letter) + 1
+                or (self.letter is not None and ord(head) == ord(self.letter) + 1)
             ):
                 style, value = "letter", ord(head) - 64  # "C" after "B" is a letter, not 100
             else:
@@ -2908,8 +2909,7 @@ def _detected(source: _Text, paper_title: str) -> list[Section]:
             if (
                 role == "front"
                 or _match_key(title) in {_match_key(s.title) for s in found if not s.number}
-                or numbering.last
-                and role not in _UNNUMBERED_ROLES
+                or (numbering.last and role not in _UNNUMBERED_ROLES)
             ):
                 continue
             level = 1
@@ -3172,10 +3172,8 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
         return (
             line.bold
             or line.size >= body + _LARGER
-            or bool(number)
-            and (capitals or line.italic)
-            or capitals
-            and bool(_name_role(title))
+            or (bool(number) and (capitals or line.italic))
+            or (capitals and bool(_name_role(title)))
         )
 
     lines, page_starts, text, position = [], [], [], 0
@@ -3636,7 +3634,9 @@ def _equation_groups(formulas: Sequence[tuple[int, Sequence[float], str]]) -> li
         if groups:
             last = bboxes[groups[-1][-1]]
             gap = bbox[1] - last[3]
-            near = 0 <= gap <= _ROW_GAP or 0 <= gap <= _CONTINUED_GAP and _CONTINUED_ROW.match(text)
+            near = 0 <= gap <= _ROW_GAP or (
+                0 <= gap <= _CONTINUED_GAP and _CONTINUED_ROW.match(text)
+            )
             if (
                 near
                 and _overlap(bbox, last) >= _MIN_OVERLAP
@@ -3982,8 +3982,8 @@ def _equations(
                 numbers.append(m["number"])
                 lines[row] = line[: m.start()].rstrip(" ,.;")
         text = " ".join(line for line in lines if line)
-        approximate = (
-            bbox[3] - bbox[1] > _ONE_ROW or glyphs is not None and "" in glyphs.recovered(bbox)
+        approximate = bbox[3] - bbox[1] > _ONE_ROW or (
+            glyphs is not None and "" in glyphs.recovered(bbox)
         )
         found.append(
             (
@@ -4063,7 +4063,10 @@ def _in_layer_order(boxes: Sequence[_Box], layer: Sequence[Sequence[float]]) -> 
     keys: list[tuple[int, int]] = []
     for i, box in enumerate(boxes):
         area, block = max(((shared(box.bbox, b), -n) for n, b in enumerate(layer)), default=(0, 0))
-        keys.append((-block, i) if area > 0 else ((keys[-1][0] if keys else -1), i))
+        if area > 0:
+            keys.append((-block, i))
+        else:  # right after the box before it
+            keys.append((keys[-1][0] if keys else -1, i))
     return [i for _, i in sorted(keys)]
 
 
@@ -4229,10 +4232,8 @@ def _unfurnished(text: str, furniture: Sequence[str]) -> str:
     lines = text.splitlines(keepends=True)
 
     def furnishing(line: str) -> bool:
-        return (
-            not line.strip()
-            or not line.lstrip().startswith("#")
-            and (_furniture_key(line) in furniture)
+        return not line.strip() or (
+            not line.lstrip().startswith("#") and (_furniture_key(line) in furniture)
         )
 
     for order in (range(len(lines)), range(len(lines) - 1, -1, -1)):
@@ -4737,7 +4738,7 @@ class _ArticleParser(html.parser.HTMLParser):
         self.ignored: list[str] = []  # the open elements whose content is not read (math, scripts)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self.closed or tag in _HTML_VOID and tag != "br":
+        if self.closed or (tag in _HTML_VOID and tag != "br"):
             return
         values = {name: value or "" for name, value in attrs}
         node = _Node(tag, frozenset(values.get("class", "").split()), values)
@@ -4893,8 +4894,7 @@ class _LatexmlInline:
             elif (
                 child is skip
                 or child.has(*_LTX_DROPPED)
-                or not lists
-                and child.has("ltx_itemize", "ltx_enumerate", "ltx_description")
+                or (not lists and child.has("ltx_itemize", "ltx_enumerate", "ltx_description"))
             ):
                 continue
             elif child.tag == "math":
@@ -5031,7 +5031,7 @@ class _LatexmlWriter(_LatexmlInline):
         paragraph."""
         run: list[_Node | str] = []
         for child in [*node.children, None]:
-            if child is None or isinstance(child, _Node) and self.is_block(child):
+            if child is None or (isinstance(child, _Node) and self.is_block(child)):
                 if run:
                     self.paragraph(_Node("p", frozenset(), {}, run))
                 run = []
@@ -5041,9 +5041,8 @@ class _LatexmlWriter(_LatexmlInline):
                 run.append(child)
 
     def is_block(self, node: _Node) -> bool:
-        return (
-            node.tag in _HTML_BLOCKS
-            or node.has(*_LTX_SECTIONS, "ltx_eqn_table", "ltx_para", "ltx_tabular")
+        return node.tag in _HTML_BLOCKS or (
+            node.has(*_LTX_SECTIONS, "ltx_eqn_table", "ltx_para", "ltx_tabular")
             and node.tag != "span"
         )
 
@@ -5068,9 +5067,9 @@ class _LatexmlWriter(_LatexmlInline):
         ):
             emphasis, stop = run_in
             title = self.text(node).rstrip(".:")
-            self.run_in = (
-                f"{emphasis}{title}{'' if title[-1:] in '?!' else stop}{emphasis}" if title else ""
-            )
+            if title[-1:] in "?!":
+                stop = ""
+            self.run_in = f"{emphasis}{title}{stop}{emphasis}" if title else ""
             return
         if node.has("ltx_title_document"):
             self.emit(f"# {self.text(node)}")
@@ -5775,7 +5774,7 @@ def _references_summary(text: str) -> str:
     entries, ids = reference_entries(text), len(cited_arxiv_ids(text))
     if entries:
         return f"{entries} entries, {ids} with an arXiv id"
-    return f"{ids} arXiv id{'s' if ids != 1 else ''} cited" if ids else ""
+    return f"{ids} arXiv {_plural(ids, 'id')} cited" if ids else ""
 
 
 def cited_arxiv_ids(text: str, own_id: str | None = None) -> list[str]:
@@ -5924,18 +5923,28 @@ def with_semantic_scholar(entries: Sequence[Reference], cited: LinkedPapers) -> 
     fitted = [(entry, _s2_reference(entry, cited)) for entry in entries]
     fits = Counter(id(found) for _, found in fitted if found)  # one that fits two entries: neither
     return [
-        entry
-        if found is None or fits[id(found)] > 1
-        else dataclasses.replace(
-            entry,
-            cited_by=found.citations,
-            influential=found.influential,
-            arxiv_id=entry.arxiv_id or (found.arxiv_id if not entry.doi else ""),
-            doi=entry.doi or (found.doi if not entry.arxiv_id and not found.arxiv_id else ""),
-            id_from_s2=not (entry.arxiv_id or entry.doi) and bool(found.arxiv_id or found.doi),
-        )
+        entry if found is None or fits[id(found)] > 1 else _with_s2_reference(entry, found)
         for entry, found in fitted
     ]
+
+
+def _with_s2_reference(entry: Reference, found: Linked) -> Reference:
+    """``entry`` with what the S2 reference it is says: its counts, and the arXiv id or else the
+    DOI that its text does not name."""
+    arxiv_id = entry.arxiv_id
+    if not entry.doi:
+        arxiv_id = arxiv_id or found.arxiv_id
+    doi = entry.doi
+    if not (entry.arxiv_id or found.arxiv_id):
+        doi = doi or found.doi
+    return dataclasses.replace(
+        entry,
+        cited_by=found.citations,
+        influential=found.influential,
+        arxiv_id=arxiv_id,
+        doi=doi,
+        id_from_s2=not (entry.arxiv_id or entry.doi) and bool(found.arxiv_id or found.doi),
+    )
 
 
 def _s2_reference(entry: Reference, cited: LinkedPapers) -> Linked | None:
@@ -6549,16 +6558,13 @@ def _section_rows(rows: Sequence[SectionSummary], fit: _Fit) -> str:
         size = _size(row.chars, row.estimated)
         if listed and counted:
             inner = sum(s.level == section.level + 1 for s in listed)
-            count = (
-                f"{inner} subsections, {len(listed) - inner} more below them"
-                if 0 < inner < len(listed)
-                else f"{len(listed)} subsection{'s' if len(listed) > 1 else ''}"
-            )
+            count = f"{len(listed)} {_plural(len(listed), 'subsection')}"
+            if 0 < inner < len(listed):
+                count = f"{inner} subsections, {len(listed) - inner} more below them"
             size += f'; {count}: section="outline {section.number or section.title}"'
         line = f"{'  ' * (section.level - 1)}- **{section.label}** ({size})"
-        if (
-            row.note
-            or section.level <= fit.sentence_depth
+        if row.note or (
+            section.level <= fit.sentence_depth
             and row.sentence
             and (fit.appendix_sentences or not appendix)
         ):
@@ -6626,14 +6632,16 @@ def format_full(
     text: PaperText | None,
     text_error: str | None,
     max_chars: int,
-    link: TextLink,
     hidden: Sequence[Hidden] = (),
     read_on: str | None = None,
+    *,
+    link: TextLink | None = None,
 ) -> str:
     """The whole document: metadata, abstract and ``## Full Text (PDF)`` (the name of the ``link``
-    it is read from), capped at ``max_chars`` with a note saying what was cut and how to read on
-    (the tool's ``section``, or the call ``read_on`` names); the warning of its hidden text
-    (``hidden_warning``, quoting none of it) on top."""
+    it is read from; None: the paper's PDF), capped at ``max_chars`` with a note saying what was
+    cut and how to read on (the tool's ``section``, or the call ``read_on`` names); the warning of
+    its hidden text (``hidden_warning``, quoting none of it) on top."""
+    link = link or TextLink(name="PDF", url=paper.pdf_url)
     warning = hidden_warning(hidden, text.sections if text is not None else (), quoted=False)
     head = format_metadata(paper, warning=warning) + f"\n\n## Full Text ({link.name})\n"
     if text is None:
@@ -7067,10 +7075,10 @@ def format_find_across(
         lambda hit: f"**{hit.arxiv_id}** ({_shortened(counts[hit.arxiv_id][0], 60)}) · ",
     )
     matching = sum(count > 0 for _, count in counts.values())
+    shown = "all" if len(entries) == len(hits) else f"the best {len(entries)}"
     summary = (
         f"{len(hits)} {_plural(len(hits), 'passage')} match, in {matching} of {papers}; "
-        f"{'all' if len(entries) == len(hits) else f'the best {len(entries)}'} shown, best first "
-        "on one scale."
+        f"{shown} shown, best first on one scale."
         if hits
         else f"No passage matches in any of {papers}."
     )
@@ -7275,6 +7283,14 @@ def _visual_section(reading: "Reading", visual: VisualRequest, page: int) -> Sec
 _WHOLE_PAGE = "; the layout found no region next to its caption, so this is the whole page"
 
 
+def _why_no_image(reading: "Reading", visual: VisualRequest, unshown: bool) -> str:
+    """Why a figure, table or equation the text has gets no image ("" when it gets one): the PDF
+    cannot be had, or (``unshown``) its pages show no region of it."""
+    if unshown or (reading.pdf is None and reading.image_error):
+        return reading.image_error or f"the PDF's pages show no {visual.label}"
+    return ""
+
+
 def format_visuals(
     reading: "Reading",
     visuals: Sequence[VisualRequest],
@@ -7304,8 +7320,8 @@ def format_visuals(
             )
             continue
         text = latex or (found.text if found else "")
-        if reading.pdf is None and reading.image_error or found is None or latex and region is None:
-            why = reading.image_error or f"the PDF's pages show no {visual.label}"
+        why = _why_no_image(reading, visual, found is None or (bool(latex) and region is None))
+        if found is None or why:
             parts.append(f"**{visual.label}**: {text} *[no image: {why}]*")
             continue
         if len(images) >= _MAX_IMAGES or reading.pdf is None:
@@ -7694,6 +7710,9 @@ class Fetched(typing.Generic[_Kept]):
     from_disk: bool
 
 
+_NO_THREAD = "The server could not start a thread (the machine is short of them); try again."
+
+
 class Flights:
     """The library's threads, and its fetches in flight, one per key: a second caller of a key waits
     for the fetch in flight as a future, up to its own wait, never on a lock held across the
@@ -7714,7 +7733,10 @@ class Flights:
             if self._closed:
                 raise ArxivError("The server is shutting down.", transient=True)
             self._threads = {t for t in self._threads if t.is_alive()} | {thread}
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # "can't start new thread": the machine's threads are spent, for now
+            raise ArxivError(_NO_THREAD, transient=True) from None
 
     def fetch(
         self, key: tuple[str, str], fetch: Callable[[], _Kept]
@@ -7725,7 +7747,13 @@ class Flights:
             if (future := self._flying.get(key)) is not None:
                 return future
             future = self._flying[key] = concurrent.futures.Future()
-        self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+        try:
+            self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+        except ArxivError as failure:  # no thread: the key is not left in flight
+            with self._lock:
+                del self._flying[key]
+            future.set_exception(failure)
+            raise
         return future
 
     def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
@@ -9043,8 +9071,10 @@ class Scheduler:
             elif not state.loading and (
                 state.forgotten
                 or state.pdf.error is not None
-                or state.pdf.structured
-                and not state.text_source.background_pages(self.settings().max_pages)
+                or (
+                    state.pdf.structured
+                    and not state.text_source.background_pages(self.settings().max_pages)
+                )
             ):
                 self._papers.remove(state)
                 self._plans.pop(state, None)
@@ -9146,11 +9176,9 @@ def _chosen_sections(reading: Reading, request: ReadRequest) -> tuple[Section, .
     name matches no section."""
     if not request.sections or reading.text_error is not None:
         return ()
-    listed = (
-        [row.section for row in reading.overview.sections]
-        if reading.overview
-        else list(reading.text.sections if reading.text else ())
-    )
+    listed = list(reading.text.sections) if reading.text else []
+    if reading.overview:
+        listed = [row.section for row in reading.overview.sections]
     chosen = _select_sections(listed, request.sections)
     return chosen if isinstance(chosen, str) else tuple(chosen)
 
@@ -9350,7 +9378,8 @@ class FindCorpus:
             if text_read is None:
                 paper = _from_record(Paper, cache.get("meta", version, use=False))
                 text = _from_record(kept[part], cache.get("text", key, use=False))
-                text_read = _findable(version, paper.title if paper else "", text) if text else None
+                title = paper.title if paper else ""
+                text_read = _findable(version, title, text) if text else None
             if text_read is not None:
                 with self._lock:
                     _keep_newest(self._kept, [(key, text_read)], _FIND_KEPT)
@@ -9842,9 +9871,8 @@ class PaperLibrary:
         self.downloads.load(state)
         with self.scheduler.changed:
             state.loading = False
-            if (
-                state.metadata.error is not None
-                or state.text_error is not None
+            if state.metadata.error is not None or (
+                state.text_error is not None
                 and (state.text_error.transient or state.metadata.missing is not None)
             ):
                 self._forget(state)  # the next call tries again
@@ -9957,9 +9985,9 @@ def arxiv_markdown(url: str, *, html: bool = False) -> str | None:
             reading.text,
             reading.text_error,
             LIBRARY.settings.max_chars,
-            reading.source.link(reading.paper, LIBRARY.settings),
             reading.hidden,
             read_on=call.replace("{version}", reading.paper.arxiv_id) or None,
+            link=reading.source.link(reading.paper, LIBRARY.settings),
         )
     except ArxivError as error:
         return f"**Error reading arXiv:{arxiv_id}:** {error}"
@@ -10121,8 +10149,8 @@ def _full(r: Reading, settings: Settings) -> Answer:
             r.text,
             r.text_error,
             settings.max_chars,
-            r.source.link(r.paper, settings),
             r.hidden,
+            link=r.source.link(r.paper, settings),
         )
     )
 
@@ -10157,7 +10185,7 @@ def answer_sections(call: ReadCall) -> Answer:
     ``format_visuals``); without the text, the full document's answer with why."""
     request, settings = call.request, call.library.settings
     reading, sections = call.reading(), request.sections
-    if reading.text_error is not None or sections and reading.text is None:
+    if reading.text_error is not None or (sections and reading.text is None):
         return _full(reading, settings)
     text, s2_references = "", typing.cast(LinkedPapers | str, "")  # no reference list: nothing
     if any(_name_role(section.title) == REFERENCES for section in reading.sections):
@@ -10466,9 +10494,7 @@ TOOL_MODES = {
             name="find across",
             asks=lambda call: (
                 several_papers(call.paper) is not None
-                or bool(call.find)
-                and not call.paper
-                and not call.searching
+                or (bool(call.find) and not call.paper and not call.searching)
             ),
             answer=lambda call, library, _: Answer(
                 find_in_papers(several_papers(call.paper), call.find, call.section, library=library)

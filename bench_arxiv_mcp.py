@@ -415,7 +415,7 @@ class LatexmlParagraphs(html.parser.HTMLParser):
                 if self.sections:
                     self.paragraphs.append(("".join(self.sections[-1]), "".join(self.paragraph)))
                 self.paragraph = None
-            if name == tag or name == "run-in" and tag == "section":
+            if name == tag or (name == "run-in" and tag == "section"):
                 return
 
     def handle_data(self, data: str) -> None:
