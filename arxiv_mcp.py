@@ -146,7 +146,7 @@ class Settings:
     @property
     def allowed_hosts(self) -> frozenset[str]:
         """The only hosts this module ever sends a request to: those of its URL settings (each
-        ``*_url`` field: the services', and each text source's, ``TextSource.setting``)."""
+        ``*_url`` field: each ``Service.setting``, a text source's too)."""
         return frozenset(
             urllib.parse.urlsplit(getattr(self, field.name)).hostname or ""
             for field in dataclasses.fields(self)
@@ -155,10 +155,11 @@ class Settings:
 
     @property
     def host_intervals(self) -> dict[str, float]:
-        """Seconds between request starts to the hosts paced otherwise than ``min_interval``:
-        Semantic Scholar's, whatever arXiv's is."""
-        s2_host = urllib.parse.urlsplit(self.s2_url).hostname
-        return {s2_host: _S2_INTERVAL} if s2_host else {}
+        """Seconds between request starts to the hosts paced otherwise than ``min_interval``: those
+        of the services that declare a pace of their own (``Service.pace``: Semantic Scholar's,
+        whatever arXiv's is)."""
+        paced = {service.host(self): service.pace for service in SERVICES if service.pace}
+        return {host: pace for host, pace in paced.items() if host}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -206,8 +207,65 @@ class Settings:
 _URL_TEMPLATES = {"pdf_url": "{id}", "html_url": "{id}", "rss_url": "{categories}"}
 # Settings read also from a variable of another name: the one Semantic Scholar's own tools read.
 _ALSO_NAMED = {"s2_key": "SEMANTIC_SCHOLAR_API_KEY"}
-# Seconds between requests to Semantic Scholar for every server on the machine: its pace for a key.
-_S2_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class Service:
+    """A service this module asks, declared once: ``name``, the key of its cool-down (each service
+    cools down on its own after a throttle) and what the log calls it; ``who``, how its errors name
+    it; ``setting``, the ``Settings`` field of its URL (a template, or the base its paths extend);
+    ``accept``; ``pace``, seconds between request starts to its host (0: ``min_interval``);
+    ``key``, the ``Settings`` field of the key sent to it as ``key_header`` (never shown, never to
+    another host, never in clear text); ``hint``, what its throttle's error adds.  What is kept of
+    its answers, and how long, is its caller's ``Keeping``."""
+
+    name: str
+    who: str
+    setting: str
+    accept: str
+    pace: float = 0.0
+    key: str = ""
+    key_header: str = "x-api-key"
+    hint: str = ""
+
+    def url(self, settings: "Settings", **fields: str) -> str:
+        """Its URL: its setting, each ``{field}`` of the template filled from ``fields``."""
+        url: str = getattr(settings, self.setting)
+        for name, value in fields.items():
+            url = url.replace(f"{{{name}}}", value)
+        return url
+
+    def host(self, settings: "Settings") -> str:
+        return urllib.parse.urlsplit(self.url(settings)).hostname or ""
+
+    def headers(self, settings: "Settings") -> dict[str, str]:
+        """What its requests carry besides the URL: its key, where it has one."""
+        key = getattr(settings, self.key) if self.key else ""
+        return {self.key_header: key} if key else {}
+
+
+_S2 = "Semantic Scholar"
+ARXIV_API = Service(name="arXiv API", who="arXiv", setting="api_url", accept="application/atom+xml")
+ARXIV_PDFS = Service(name="arXiv PDFs", who="arXiv", setting="pdf_url", accept="application/pdf")
+ARXIV_HTML = Service(name="arXiv HTML", who="arXiv", setting="html_url", accept="text/html")
+ARXIV_LISTING = Service(
+    name="arXiv feed", who="arXiv", setting="rss_url", accept="application/rss+xml"
+)
+# Semantic Scholar: one request a second for every server on the machine (its pace for a key); an
+# endpoint a service, so that a throttle of one leaves the others asking.
+S2_PAPERS = Service(
+    name="Semantic Scholar papers",
+    who=_S2,
+    setting="s2_url",
+    accept="application/json",
+    pace=1.0,
+    key="s2_key",
+    hint=" A free API key (ARXIV_S2_KEY) raises its limit.",
+)
+S2_CITATIONS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar citations")
+S2_BATCH = dataclasses.replace(S2_PAPERS, name="Semantic Scholar batch")
+# The module's services, which pace their hosts (a text source names its: ``TextSource.service``)
+SERVICES = (ARXIV_API, ARXIV_PDFS, ARXIV_HTML, ARXIV_LISTING, S2_PAPERS, S2_CITATIONS, S2_BATCH)
 
 
 SETTINGS = Settings.from_env()
@@ -383,19 +441,16 @@ class QueryRejected(ArxivError):
     """The arXiv API answered with its error entry (a malformed id or query)."""
 
 
-# What a throttled service's callers can do besides waiting, by the service's name.
-_THROTTLE_HINTS = {"Semantic Scholar": " A free API key (ARXIV_S2_KEY) raises its limit."}
-
-
 class Throttled(ArxivError):
     """A service (``who``: arXiv's, or Semantic Scholar) is limiting requests right now (its
     capacity, not the caller's doing): nothing was asked of it, or it answered "Rate exceeded." or
-    a 429.  ``retry_in``: seconds until its cool-down ends."""
+    a 429.  ``retry_in``: seconds until its cool-down ends; ``hint``: what its callers can do
+    besides waiting (``Service.hint``)."""
 
-    def __init__(self, retry_in: float, who: str = "arXiv"):
+    def __init__(self, retry_in: float, who: str = "arXiv", hint: str = ""):
         super().__init__(
             f"{who} is limiting requests right now (its capacity, not your doing); try again in "
-            f"{_duration(retry_in)}.{_THROTTLE_HINTS.get(who, '')}",
+            f"{_duration(retry_in)}.{hint}",
             transient=True,
         )
         self.retry_in = retry_in
@@ -466,12 +521,22 @@ class _Turns:
 
 
 _EARLIER_REQUEST = "Timed out waiting for an earlier arXiv request to finish; try again."
+# The urgency of a request, the smallest first: a search or metadata is one quick request that a
+# caller waits for; a PDF a caller waits for is a larger one; a request whose callers all gave up is
+# background work.
+URGENT_SMALL, URGENT_PDF, URGENT_BACKGROUND = 0, 1, 2
+
+
+def _small() -> int:
+    """The urgency of a request nobody ranks: a small one a caller waits for."""
+    return URGENT_SMALL
 
 
 class RateLimiter:
     """At least ``interval`` seconds between the starts of requests to one host (for the hosts
-    ``intervals`` names, theirs), and one request at a time per host; shared by every thread of the
-    process.  After a throttle, a service cools down for every caller (``cool_down``).
+    ``intervals`` names, theirs), and one request at a time per host in the process, in turn by
+    urgency; shared by every thread of the process.  After a throttle, a service cools down for
+    every caller (``cool_down``), and its requests wait that out without holding their host.
 
     ``clock`` and ``sleep`` are injectable so tests can run on a fake clock.
     """
@@ -489,8 +554,13 @@ class RateLimiter:
         self.clock = clock
         self.sleep = sleep
         self._guard = threading.Lock()
-        self._host_locks: dict[str, threading.Lock] = {}
         self._turns = _Turns()
+        # the hosts' turns in the process: the requests waiting (urgency, order, host) and the hosts
+        # a request is being sent to, under their own condition
+        self._queue = threading.Condition()
+        self._waiting: list[tuple[Callable[[], int], int, str]] = []
+        self._sending: set[str] = set()
+        self._order = itertools.count()
 
     @contextlib.contextmanager
     def slot(
@@ -501,46 +571,97 @@ class RateLimiter:
         service: str = "",
         patience: float = math.inf,
         who: str = "arXiv",
+        hint: str = "",
+        urgency: Callable[[], int] = _small,
     ) -> Iterator[None]:
-        """Hold the host's one connection for a request, waiting for its turn and for ``service``'s
-        cool-down.  Raises Throttled (naming ``who``) when the cool-down lasts more than
-        ``patience`` seconds or past ``deadline`` (a ``clock()`` time), ArxivError when the turn
-        would come after ``deadline``."""
-        # before queueing behind the host's other requests
-        self._check_cooling(service, deadline, patience, who=who)
-        with self._connection(host, deadline):
-            # a request ahead may have been throttled: the cool-down is read again at the turn
-            while True:
-                with self._state() as turns:
-                    cooling = self._check_cooling(service, deadline, patience, turns, who)
-                    if (
-                        wait := max(
-                            turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock(), cooling
-                        )
-                    ) <= 0:
-                        gap = self.intervals.get(host, self.interval)
-                        turns.starts[host] = (self.clock() + gap, gap)
-                        break
-                if deadline is not None and self.clock() + wait > deadline:
-                    raise ArxivError(
-                        "arXiv's rate limit leaves no time before the deadline; try again shortly.",
-                        transient=True,
-                    )
-                self.sleep(wait)
-            yield
+        """Hold the host's one connection for a request, in its turn (``urgency``, asked afresh:
+        the smallest first, then the oldest) and pace, once ``service``'s cool-down is over: that
+        is waited out holding nothing, so that the host's other services go on meanwhile.  Raises
+        Throttled (naming ``who``, adding ``hint``) when the cool-down lasts more than ``patience``
+        seconds or past ``deadline`` (a ``clock()`` time), ArxivError when the turn would come
+        after ``deadline``."""
+        patient_until = self.clock() + patience
+        while True:
+            self._cooled(
+                service, min(patient_until, math.inf if deadline is None else deadline), who, hint
+            )
+            with self._connection(host, deadline, urgency):
+                # a request ahead was throttled meanwhile: its cool-down is waited out outside
+                if self.cooling(service) > 0:
+                    continue
+                self._paced(host, deadline)
+                yield
+                return
+
+    def _cooled(self, service: str, until: float, who: str, hint: str) -> None:
+        """Wait out ``service``'s cool-down, holding nothing; Throttled when it ends past ``until``
+        (a ``clock()`` time)."""
+        while (left := self.cooling(service)) > 0:
+            if self.clock() + left > until:
+                raise Throttled(left, who, hint)
+            self.sleep(left)
+
+    def _paced(self, host: str, deadline: float | None) -> None:
+        """Wait for the host's next start (its pace), holding its connection; ArxivError when it
+        comes after ``deadline``."""
+        while True:
+            with self._state() as turns:
+                wait = turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock()
+                if wait <= 0:
+                    gap = self.intervals.get(host, self.interval)
+                    turns.starts[host] = (self.clock() + gap, gap)
+                    return
+            if deadline is not None and self.clock() + wait > deadline:
+                raise ArxivError(
+                    "arXiv's rate limit leaves no time before the deadline; try again shortly.",
+                    transient=True,
+                )
+            self.sleep(wait)
 
     @contextlib.contextmanager
-    def _connection(self, host: str, deadline: float | None) -> Iterator[None]:
-        """Hold the host's one connection of this process; ArxivError when it is not free by
-        ``deadline``."""
-        with self._guard:
-            lock = self._host_locks.setdefault(host, threading.Lock())
-        if not lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - self.clock())):
-            raise ArxivError(_EARLIER_REQUEST, transient=True)
+    def _connection(
+        self, host: str, deadline: float | None, urgency: Callable[[], int] = _small
+    ) -> Iterator[None]:
+        """Hold the host's one connection of this process, in turn by ``urgency``; ArxivError when
+        it is not free by ``deadline``.  A turn is decided when a connection is let go, and when a
+        request's urgency changes (``reranked``)."""
+        me = (urgency, next(self._order), host)
+        with self._queue:
+            self._waiting.append(me)
+            try:
+                while host in self._sending or self._first(host) is not me:
+                    remaining = None if deadline is None else deadline - self.clock()
+                    if remaining is not None and remaining <= 0:
+                        raise ArxivError(_EARLIER_REQUEST, transient=True)
+                    self._queue.wait(remaining)
+            finally:
+                self._waiting.remove(me)
+                self._queue.notify_all()
+            self._sending.add(host)
         try:
             yield
         finally:
-            lock.release()
+            with self._queue:
+                self._sending.discard(host)
+                self._queue.notify_all()
+
+    def _first(self, host: str) -> tuple[Callable[[], int], int, str]:
+        """The request waiting for ``host`` that goes next: the most urgent, then the oldest."""
+        return min(
+            (request for request in self._waiting if request[2] == host),
+            key=lambda request: (request[0](), request[1]),
+        )
+
+    def reranked(self) -> None:
+        """A waiting request's urgency changed (a caller came or gave up): the turns are decided
+        again."""
+        with self._queue:
+            self._queue.notify_all()
+
+    def pending(self) -> int:
+        """The requests waiting for their turn or being sent."""
+        with self._queue:
+            return len(self._waiting) + len(self._sending)
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[_Turns]:
@@ -549,26 +670,10 @@ class RateLimiter:
         with self._guard:
             yield self._turns
 
-    def cooling(self, service: str, turns: _Turns | None = None) -> float:
-        """Seconds until ``service``'s cool-down ends, 0 when it is not cooling down (in ``turns``:
-        the caller's)."""
-        with contextlib.nullcontext(turns) if turns is not None else self._state() as held:
-            return max(0.0, held.cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
-
-    def _check_cooling(
-        self,
-        service: str,
-        deadline: float | None,
-        patience: float,
-        turns: _Turns | None = None,
-        who: str = "arXiv",
-    ) -> float:
-        left = self.cooling(service, turns)
-        if left > 0 and (
-            left > patience or (deadline is not None and self.clock() + left > deadline)
-        ):
-            raise Throttled(left, who)
-        return left
+    def cooling(self, service: str) -> float:
+        """Seconds until ``service``'s cool-down ends, 0 when it is not cooling down."""
+        with self._state() as turns:
+            return max(0.0, turns.cooling.get(service, (-math.inf, 0.0))[0] - self.clock())
 
     def cool_down(self, service: str, retry_after: float | None = None) -> float:
         """``service`` throttled a request: no request to it starts for ``retry_after`` seconds, or
@@ -582,7 +687,7 @@ class RateLimiter:
                 else min(_MAX_COOL_DOWN, 2 * last or _FIRST_COOL_DOWN)
             )
             turns.cooling[service] = (self.clock() + length, length)
-        log.info("arXiv throttled %s: no request to it for %.0f s", service, length)
+        log.info("%s throttled: no request to it for %.0f s", service, length)
         return length
 
     def defer(self, host: str, seconds: float) -> None:
@@ -721,8 +826,10 @@ class SharedLimiter(RateLimiter):
         return None
 
     @contextlib.contextmanager
-    def _connection(self, host: str, deadline: float | None) -> Iterator[None]:
-        with super()._connection(host, deadline):
+    def _connection(
+        self, host: str, deadline: float | None, urgency: Callable[[], int] = _small
+    ) -> Iterator[None]:
+        with super()._connection(host, deadline, urgency):
             descriptor = self._lock(
                 urllib.parse.quote(host, safe=""), math.inf if deadline is None else deadline
             )
@@ -852,12 +959,17 @@ def _read_capped(response: Any, max_bytes: int) -> bytes:
 
 
 @dataclass(frozen=True)
-class _Asking:
-    """Who a request asks, as its errors name it, and what it sends besides the URL."""
+class Request:
+    """One request as it is sent: its ``service`` (whose errors, cool-down and key it has), its
+    ``url``, what it ``accept``s, its byte cap ``max_bytes``, a POST's body ``data``, and the
+    ``headers`` it carries besides (its service's key is added when it is sent)."""
 
-    who: str = "arXiv"
+    service: Service
+    url: str
+    max_bytes: int
+    accept: str = ""  # "": its service's
+    data: bytes | None = None
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    data: bytes | None = None  # a POST's body
 
 
 class _UnfollowedRequest(urllib.request.Request):
@@ -892,16 +1004,16 @@ class _Redirected(Exception):
     status: int
 
 
-def _get_once(
-    url: str, accept: str, max_bytes: int, timeout: float, settings: Settings, asking: "_Asking"
-) -> HttpResponse:
-    """One request with no retry and no redirect followed (a GET, or a POST of ``asking.data``);
+def _get_once(request: Request, timeout: float, settings: Settings) -> HttpResponse:
+    """One request with no retry and no redirect followed (a GET, or a POST of its ``data``);
     maps every failure to ArxivError, _ThrottleAnswer, _RetryableError, _StatusError or, for a
     redirect, _Redirected."""
-    headers = {"User-Agent": settings.user_agent, "Accept": accept, **asking.headers}
-    request = _UnfollowedRequest(url, asking.data, headers)
+    url, max_bytes, who = request.url, request.max_bytes, request.service.who
+    accept = request.accept or request.service.accept
+    headers = {"User-Agent": settings.user_agent, "Accept": accept, **request.headers}
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        unfollowed = _UnfollowedRequest(url, request.data, headers)
+        with urllib.request.urlopen(unfollowed, timeout=timeout) as response:
             length = (response.headers.get("Content-Length") or "").strip()
             declared = int(length) if length.isascii() and length.isdigit() else None
             if declared is not None and declared > max_bytes:
@@ -924,7 +1036,7 @@ def _get_once(
             raise _ThrottleAnswer(retry_after=_retry_after(error.headers)) from None
         if error.code >= 500:
             error.close()
-            raise _RetryableError(reason=f"{asking.who} answered HTTP {error.code}") from None
+            raise _RetryableError(reason=f"{who} answered HTTP {error.code}") from None
         try:  # the API explains a 400 in an Atom error entry
             body = error.read(_READ_CHUNK) if error.fp else b""
         except (OSError, ValueError, http.client.HTTPException):
@@ -938,37 +1050,152 @@ def _get_once(
         raise _network_fault(error) from None
 
 
-def _host_to_ask(url: str, settings: Settings, limiter: RateLimiter, who: str) -> str:
-    """The host of ``url``; ArxivError when it is none of the settings' hosts, or was found
-    unreachable moments ago."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.scheme not in ("http", "https") or host not in settings.allowed_hosts:
-        raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
-    if limiter.unreachable_for(host) > 0:
-        raise _unreachable(who, "", host, settings)
-    return host
+def _undeclared(url: str, accept: str) -> Service:
+    """The service of a URL that no declaration names (``http_get``'s): its host and first path
+    segment, cooling down on its own (``_service``), named arXiv in its errors."""
+    return Service(name=_service(url), who="arXiv", setting="", accept=accept)
 
 
-def _hop(url: str, redirect: _Redirected, settings: Settings, asking: _Asking) -> _Asking:
-    """What the request sends to ``redirect``'s target, which it asks next: its headers only to
-    the host that ``url`` names (an API key never leaves its host), its body only on a 307 or 308.
-    ArxivError, before anything is sent, when the target is outside ``settings.allowed_hosts``."""
-    target = urllib.parse.urlsplit(redirect.location)
+def _hop(request: Request, redirect: _Redirected, settings: Settings) -> Request:
+    """The request to ``redirect``'s target, sent next: its headers only to the host ``request``
+    asked, over the same scheme (an API key never leaves its host, nor travels in clear text), its
+    body only on a 307 or 308.  ArxivError, before anything is sent, when the target is outside
+    ``settings.allowed_hosts``."""
+    target, source = urllib.parse.urlsplit(redirect.location), urllib.parse.urlsplit(request.url)
     if target.scheme not in ("http", "https") or target.hostname not in settings.allowed_hosts:
         raise ArxivError(
-            f"{asking.who} redirected the request to another host, which this server refuses to "
-            "read.",
+            f"{request.service.who} redirected the request to another host, which this server "
+            "refuses to read.",
             transient=True,
         )
-    source = urllib.parse.urlsplit(url)
-    # a header (an API key) never travels to another host, nor in clear text
     same_host = (target.hostname, target.scheme) == (source.hostname, source.scheme)
-    return _Asking(
-        who=asking.who,
-        headers=asking.headers if same_host else {},
-        data=asking.data if redirect.status in (307, 308) else None,
+    return dataclasses.replace(
+        request,
+        url=redirect.location,
+        headers=request.headers if same_host else {},
+        data=request.data if redirect.status in (307, 308) else None,
     )
+
+
+@dataclass(frozen=True)
+class Sender:
+    """How one call's requests are sent (``send``): with ``settings`` and ``limiter``, waiting
+    for nothing past ``deadline`` (a ``limiter.clock()`` time), ranked at their hosts by
+    ``urgency`` (``URGENT_*``), waiting for a service's cool-down ``patience`` seconds at most.
+    The plain functions make one of the module's defaults (``of``); the library's ``Client`` one
+    per request it flies."""
+
+    settings: Settings
+    limiter: RateLimiter
+    deadline: float | None = None
+    urgency: Callable[[], int] = _small
+    patience: float = _COOL_DOWN_PATIENCE
+
+    @classmethod
+    def of(
+        cls,
+        sender: "Sender | None",
+        settings: Settings | None,
+        limiter: RateLimiter | None,
+        **options: Any,
+    ) -> "Sender":
+        """``sender``, else one of ``settings`` and ``limiter`` (None: the module's) and
+        ``options`` (``deadline``, ``patience``)."""
+        return sender or cls(settings or SETTINGS, limiter or LIMITER, **options)
+
+    def within(self, seconds: float) -> "Sender":
+        """This sender, its requests given ``seconds`` from now at most."""
+        until = self.limiter.clock() + seconds
+        if self.deadline is not None:
+            until = min(until, self.deadline)
+        return dataclasses.replace(self, deadline=until)
+
+    def send(self, request: Request) -> HttpResponse:
+        """``request``'s answer.  The one owner of a request from its host's turn to the socket:
+        its service's cool-down, waited out holding nothing (a throttle, a 429, a 503 or "Rate
+        exceeded.", cools it down for every caller; past ``patience``: Throttled); its turn at its
+        host (``RateLimiter.slot``) and the host's pace; retries with back-off after a 5xx, a
+        timeout or a network fault (``settings.retries``; a host that cannot be reached, once,
+        then remembered); its redirects, each checked before it is followed (``_hop``) and sent as
+        a request of its own in its target host's turn, ``_MAX_HOPS`` at most.  Only the
+        settings' hosts are asked; no body passes ``request.max_bytes``.  Raises ArxivError, and
+        _StatusError for a final HTTP status."""
+        patient_until = self.limiter.clock() + self.patience
+        request = dataclasses.replace(
+            request, headers={**request.service.headers(self.settings), **request.headers}
+        )
+        for _ in range(_MAX_HOPS + 1):
+            try:
+                return self._sent_to_host(request, patient_until)
+            except _Redirected as redirect:
+                request = _hop(request, redirect, self.settings)
+        raise ArxivError(
+            f"{request.service.who} redirected the request too many times.", transient=True
+        )
+
+    def _host(self, request: Request) -> str:
+        """The host ``request`` asks; ArxivError when it is none of the settings' hosts, or was
+        found unreachable moments ago."""
+        parts = urllib.parse.urlsplit(request.url)
+        host = parts.hostname or ""
+        if parts.scheme not in ("http", "https") or host not in self.settings.allowed_hosts:
+            raise ArxivError("Refused to request a URL outside the configured arXiv endpoints.")
+        if self.limiter.unreachable_for(host) > 0:
+            raise _unreachable(request.service.who, "", host, self.settings)
+        return host
+
+    def _sent_to_host(self, request: Request, patient_until: float) -> HttpResponse:
+        """``send`` to one URL, with its retries, each attempt in its host's turn; waits for
+        cool-downs until ``patient_until`` (a ``limiter.clock()`` time).  Raises _Redirected for a
+        redirect, unfollowed."""
+        limiter, service, deadline = self.limiter, request.service, self.deadline
+        host = self._host(request)
+        reason, throttled = "no attempt was made", False
+        unreachable = 0  # attempts in a row that found the host unreachable: the second is the last
+        for attempt in range(self.settings.retries + 1):
+            if deadline is not None and deadline <= limiter.clock():
+                break
+            try:
+                with limiter.slot(
+                    host,
+                    deadline,
+                    service=service.name,
+                    patience=patient_until - limiter.clock(),
+                    who=service.who,
+                    hint=service.hint,
+                    urgency=self.urgency,
+                ):
+                    response = _get_once(request, self._timeout(), self.settings)
+                limiter.cleared(service.name)
+                return response
+            except _ThrottleAnswer as throttle:  # the next attempt waits out the cool-down
+                limiter.cool_down(service.name, throttle.retry_after)
+                throttled = True
+            except _RetryableError as error:
+                reason, throttled = error.reason, False
+                unreachable = unreachable + 1 if error.unreachable else 0
+                if attempt == self.settings.retries or unreachable == 2:
+                    break
+                delay = _UNREACHABLE_RETRY if unreachable else _BACKOFF_BASE * 2**attempt
+                if deadline is not None and limiter.clock() + delay >= deadline:
+                    break
+                log.info("retrying in %.1f s: %s", delay, reason)
+                limiter.defer(host, delay)
+        if throttled:
+            raise Throttled(limiter.cooling(service.name), service.who, service.hint)
+        if unreachable:
+            limiter.mark_unreachable(host)
+            raise _unreachable(service.who, reason, host, self.settings)
+        raise ArxivError(
+            f"{service.who} could not be reached: {reason}. Try again in a minute.", transient=True
+        )
+
+    def _timeout(self) -> float:
+        """One attempt's timeout: what is left of the deadline at its turn (never nothing)."""
+        left = self.settings.timeout
+        if self.deadline is not None:
+            left = min(left, self.deadline - self.limiter.clock())
+        return max(left, _MIN_TIMEOUT)
 
 
 def http_get(
@@ -980,79 +1207,14 @@ def http_get(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
-    asking: "_Asking | None" = None,
 ) -> HttpResponse:
-    """GET ``url`` politely (``asking``: who, headers, a POST's data), each host in its turn in
-    ``limiter`` (``_host_to_ask``).  A throttle (a 429, a 503, "Rate exceeded.") cools the service
-    down for every caller; this call waits for cool-downs ``patience`` seconds in all, else raises
-    Throttled.  A 5xx, a timeout or a network fault is retried with backoff ``settings.retries``
-    times; a host that cannot be reached, once.  A redirect is checked before it is followed: one
-    to a host outside ``settings.allowed_hosts`` is refused without connecting there; one within
-    them (``_MAX_HOPS`` at most) is a request of its own, to its host in that host's turn, whose
-    faults are that host's alone (``_hop``).  Nothing waits past ``deadline`` (a ``limiter.clock()``
-    time), no body past ``max_bytes``.  Raises ArxivError, _StatusError."""
-    settings, limiter, asking = settings or SETTINGS, limiter or LIMITER, asking or _Asking()
-    patient_until = limiter.clock() + patience
-    for _ in range(_MAX_HOPS + 1):
-        try:
-            return _get_from_host(
-                url, accept, max_bytes, deadline, settings, limiter, patient_until, asking
-            )
-        except _Redirected as redirect:
-            asking = _hop(url, redirect, settings, asking)
-            url = redirect.location
-    raise ArxivError(f"{asking.who} redirected the request too many times.", transient=True)
-
-
-def _get_from_host(
-    url: str,
-    accept: str,
-    max_bytes: int,
-    deadline: float | None,
-    settings: Settings,
-    limiter: RateLimiter,
-    patient_until: float,
-    asking: _Asking,
-) -> HttpResponse:
-    """``http_get``'s request to one URL, with its retries, in its host's turns; waits for
-    cool-downs until ``patient_until`` (a ``limiter.clock()`` time).  Raises _Redirected for a
-    redirect, unfollowed."""
-    host, service = _host_to_ask(url, settings, limiter, asking.who), _service(url)
-    reason, throttled = "no attempt was made", False
-    unreachable = 0  # the attempts in a row that found the host unreachable: the second is the last
-    for attempt in range(settings.retries + 1):
-        if deadline is not None and deadline <= limiter.clock():
-            break
-        try:
-            waits = patient_until - limiter.clock()  # for a cool-down, at most
-            with limiter.slot(host, deadline, service=service, patience=waits, who=asking.who):
-                # what is left of the deadline at the turn (the slot never waits past it)
-                left = settings.timeout if deadline is None else deadline - limiter.clock()
-                timeout = max(min(settings.timeout, left), _MIN_TIMEOUT)
-                response = _get_once(url, accept, max_bytes, timeout, settings, asking)
-            limiter.cleared(service)
-            return response
-        except _ThrottleAnswer as throttle:  # the next attempt's slot waits out the cool-down
-            limiter.cool_down(service, throttle.retry_after)
-            throttled = True
-        except _RetryableError as error:
-            reason, throttled = error.reason, False
-            unreachable = unreachable + 1 if error.unreachable else 0
-            if attempt == settings.retries or unreachable == 2:
-                break
-            delay = _UNREACHABLE_RETRY if unreachable else _BACKOFF_BASE * 2**attempt
-            if deadline is not None and limiter.clock() + delay >= deadline:
-                break
-            log.info("retrying in %.1f s: %s", delay, reason)
-            limiter.defer(host, delay)
-    if throttled:
-        raise Throttled(limiter.cooling(service), asking.who)
-    if unreachable:
-        limiter.mark_unreachable(host)
-        raise _unreachable(asking.who, reason, host, settings)
-    raise ArxivError(
-        f"{asking.who} could not be reached: {reason}. Try again in a minute.", transient=True
-    )
+    """GET ``url`` politely, each host in its turn in ``limiter`` (None: the module's), as a
+    ``Sender`` sends any request (see ``Sender.send``): cool-downs waited for ``patience`` seconds
+    in all, retries, redirects checked before they are followed, nothing past ``deadline`` (a
+    ``limiter.clock()`` time), no body past ``max_bytes``.  Its service, undeclared, is its host
+    and first path segment (``_service``).  Raises ArxivError, _StatusError."""
+    sender = Sender.of(None, settings, limiter, deadline=deadline, patience=patience)
+    return sender.send(Request(service=_undeclared(url, accept), url=url, max_bytes=max_bytes))
 
 
 # ---------------------------------------------------------------------------
@@ -1251,19 +1413,18 @@ def _api_rejection(body: bytes) -> QueryRejected | None:
 
 
 def _fetch_xml(
+    service: Service,
     url: str,
-    accept: str,
-    service: str,
     rejection: Callable[[bytes], QueryRejected | None],
-    **options: Any,
+    sender: Sender,
 ) -> bytes:
-    """The body of an XML feed (``http_get`` with ``options``, at most ``_MAX_FEED_BYTES``); a final
-    HTTP error raises the ``rejection`` its body explains, else ArxivError naming ``service``."""
+    """The body of an XML feed of ``service`` at ``url`` (at most ``_MAX_FEED_BYTES``); a final
+    HTTP error raises the ``rejection`` its body explains, else ArxivError naming the service."""
     try:
-        return http_get(url, accept=accept, max_bytes=_MAX_FEED_BYTES, **options).body
+        return sender.send(Request(service=service, url=url, max_bytes=_MAX_FEED_BYTES)).body
     except _StatusError as error:
         failure = rejection(error.body) or ArxivError(
-            f"The {service} answered HTTP {error.status}."
+            f"The {service.name} answered HTTP {error.status}."
         )
     raise failure from None
 
@@ -1275,22 +1436,13 @@ def fetch_feed(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
+    sender: Sender | None = None,
 ) -> Feed:
     """Query the arXiv API with ``params`` and parse the answer (see ``parse_feed``); ``patience``:
-    see
-    ``http_get``."""
-    return parse_feed(
-        _fetch_xml(
-            api_url(params, settings),
-            "application/atom+xml",
-            "arXiv API",
-            _api_rejection,
-            deadline=deadline,
-            settings=settings,
-            limiter=limiter,
-            patience=patience,
-        )
-    )
+    see ``http_get``; ``sender``, the library's, in place of the other four."""
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=patience)
+    url = api_url(params, sender.settings)
+    return parse_feed(_fetch_xml(ARXIV_API, url, _api_rejection, sender))
 
 
 def fetch_metadata(
@@ -1300,6 +1452,7 @@ def fetch_metadata(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
+    sender: Sender | None = None,
 ) -> Paper:
     """The metadata of one paper (the given version, or the latest).
 
@@ -1309,10 +1462,7 @@ def fetch_metadata(
     try:
         feed = fetch_feed(
             {"id_list": arxiv_id, "max_results": "1"},
-            deadline=deadline,
-            settings=settings,
-            limiter=limiter,
-            patience=patience,
+            sender=Sender.of(sender, settings, limiter, deadline=deadline, patience=patience),
         )
     except QueryRejected:
         raise ArxivError(
@@ -1609,10 +1759,12 @@ def search(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
+    sender: Sender | None = None,
 ) -> Feed:
     """Run a search against the arXiv API (``patience``: see ``http_get``)."""
     return fetch_feed(
-        request.params(), deadline=deadline, settings=settings, limiter=limiter, patience=patience
+        request.params(),
+        sender=Sender.of(sender, settings, limiter, deadline=deadline, patience=patience),
     )
 
 
@@ -1741,24 +1893,15 @@ def fetch_listing(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
+    sender: Sender | None = None,
 ) -> Listing:
     """The latest announcement of ``categories`` from arXiv's feed (``parse_listing``): one request
     for all of them, none for a category arXiv does not have; a feed that arXiv rejects (HTTP 400)
     raises QueryRejected with its words.  Just past midnight a CDN may still serve the day before:
     such a feed stays current for ``_STALE_FEED_KEPT`` seconds."""
-    settings = settings or SETTINGS
-    listing = parse_listing(
-        _fetch_xml(
-            settings.rss_url.replace("{categories}", listing_name(categories)),
-            "application/rss+xml",
-            "arXiv feed",
-            _listing_rejection,
-            deadline=deadline,
-            settings=settings,
-            limiter=limiter,
-            patience=patience,
-        )
-    )
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=patience)
+    url = ARXIV_LISTING.url(sender.settings, categories=listing_name(categories))
+    listing = parse_listing(_fetch_xml(ARXIV_LISTING, url, _listing_rejection, sender))
     return dataclasses.replace(
         listing, current_until=max(listing.current_until, time.time() + _STALE_FEED_KEPT)
     )
@@ -1794,7 +1937,6 @@ def next_announcement(now: datetime.datetime) -> datetime.datetime:
 # Semantic Scholar: how often a paper is cited, and where it appeared
 # ---------------------------------------------------------------------------
 
-_S2 = "Semantic Scholar"
 # The fields asked of a paper: only those shown (a long list has timed out on its side).
 _S2_PAPER_FIELDS = "citationCount,influentialCitationCount,venue,year,publicationTypes,journal"
 _S2_MAX_BYTES = 10_000_000  # the API's own cap on an answer
@@ -1860,6 +2002,7 @@ def fetch_scholarly(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = 0,
+    sender: Sender | None = None,
 ) -> Scholarly | None:
     """How often the paper ``arxiv_id`` is cited and where it appeared, from Semantic Scholar
     (``settings.s2_url``; with ``s2_key``, sent as ``x-api-key``), through ``limiter`` at its
@@ -1868,11 +2011,9 @@ def fetch_scholarly(
     (Throttled), failing, or answering what cannot be read."""
     base, _ = _split_version(arxiv_id)
     body = _s2_get(
+        S2_PAPERS,
         f"paper/ARXIV:{base}?fields={_S2_PAPER_FIELDS}",
-        settings or SETTINGS,
-        limiter,
-        deadline=deadline,
-        patience=patience,
+        Sender.of(sender, settings, limiter, deadline=deadline, patience=patience),
     )
     return parse_scholarly(body) if body is not None else None
 
@@ -1960,16 +2101,18 @@ def fetch_linked(
     deadline: float | None = None,
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
+    sender: Sender | None = None,
 ) -> LinkedPapers | None:
     """The ``kind`` list of ``arxiv_id``'s citations (``fetch_citing``: the newest 1,000 papers that
     cite it; ``fetch_cited``: the papers it cites), 100 when S2 times out on 1,000; None while S2
     does not know the paper.  Raises ArxivError naming Semantic Scholar, as ``fetch_scholarly``
     does."""
     base, _ = _split_version(arxiv_id)
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=0)
     for limit in _S2_CITING_PAGES:
         path = f"paper/ARXIV:{base}/{kind.path}?fields={kind.fields}&limit={limit}"
         try:
-            body = _s2_get(path, settings or SETTINGS, limiter, deadline=deadline)
+            body = _s2_get(S2_CITATIONS, path, sender)
         except ArxivError as error:  # a timeout on its side: fewer are asked, unless it throttles
             if isinstance(error, Throttled) or limit == _S2_CITING_PAGES[-1]:
                 raise
@@ -1988,13 +2131,15 @@ def fetch_citation_counts(
     deadline: float | None = None,
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
+    sender: Sender | None = None,
 ) -> dict[str, int]:
     """How often each paper of ``arxiv_ids`` is cited, by its id without version, from one
     Semantic Scholar batch request (those it does not know are left out).  Raises ArxivError
     naming Semantic Scholar, as ``fetch_scholarly`` does."""
     bases = [_split_version(arxiv_id)[0] for arxiv_id in arxiv_ids]
     data = json.dumps({"ids": [f"ARXIV:{base}" for base in bases]}).encode()
-    body = _s2_get("paper/batch?fields=citationCount", settings or SETTINGS, limiter, data=data)
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=0)
+    body = _s2_get(S2_BATCH, "paper/batch?fields=citationCount", sender, data=data)
     try:
         found = json.loads(body or b"[]")
         return {base: int(paper["citationCount"]) for base, paper in zip(bases, found) if paper}
@@ -2002,31 +2147,22 @@ def fetch_citation_counts(
         raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 
-def _s2_get(
-    path: str,
-    settings: Settings,
-    limiter: RateLimiter | None,
-    *,
-    deadline: float | None = None,
-    patience: float = 0,
-    data: bytes | None = None,
-) -> bytes | None:
-    """Semantic Scholar's answer to ``path`` (a POST of ``data`` when given), None for a 404 (it
-    does not know the paper).  Raises ArxivError naming it: it is off, limiting requests past
-    ``patience`` seconds (Throttled), refusing or failing."""
-    if settings.s2_url == "off":
+def _s2_get(service: Service, path: str, sender: Sender, data: bytes | None = None) -> bytes | None:
+    """Semantic Scholar's answer to ``path`` of ``service`` (one of its endpoints; a POST of
+    ``data`` when given), None for a 404 (it does not know the paper).  Raises ArxivError naming
+    it: it is off, limiting requests past the sender's patience (Throttled), refusing or
+    failing."""
+    if sender.settings.s2_url == "off":
         raise ArxivError(_S2_OFF)
-    key = {"x-api-key": settings.s2_key} if settings.s2_key else {}  # sent, never shown
     try:
-        return http_get(
-            f"{settings.s2_url.rstrip('/')}/{path}",
-            accept="application/json",
-            max_bytes=_S2_MAX_BYTES,
-            deadline=deadline,
-            settings=settings,
-            limiter=limiter,
-            patience=patience,
-            asking=_Asking(who=_S2, headers={**key, "Content-Type": "application/json"}, data=data),
+        return sender.send(
+            Request(
+                service=service,
+                url=f"{service.url(sender.settings).rstrip('/')}/{path}",
+                max_bytes=_S2_MAX_BYTES,
+                data=data,
+                headers={"Content-Type": "application/json"},
+            )
         ).body
     except _StatusError as error:
         if error.status == 404:
@@ -2074,17 +2210,17 @@ def fetch_pdf(
     deadline: float | None = None,
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
+    sender: Sender | None = None,
 ) -> bytes:
     """Download a paper's PDF into memory and validate it (see ``check_pdf``)."""
-    settings = settings or SETTINGS
+    sender = Sender.of(sender, settings, limiter, deadline=deadline)
     try:
-        response = http_get(
-            settings.pdf_url.replace("{id}", arxiv_id),
-            accept="application/pdf",
-            max_bytes=settings.max_pdf_bytes,
-            deadline=deadline,
-            settings=settings,
-            limiter=limiter,
+        response = sender.send(
+            Request(
+                service=ARXIV_PDFS,
+                url=ARXIV_PDFS.url(sender.settings, id=arxiv_id),
+                max_bytes=sender.settings.max_pdf_bytes,
+            )
         )
     except _StatusError as error:
         if error.status in (403, 404, 410):
@@ -5445,45 +5581,27 @@ def fetch_html(
     settings: Settings | None = None,
     limiter: RateLimiter | None = None,
     patience: float = _COOL_DOWN_PATIENCE,
+    sender: Sender | None = None,
 ) -> str:
     """Download a paper's page of arXiv's HTML (``ARXIV_HTML_URL``) into memory, as text.  Raises
     ArxivError when arXiv has none (a 404: PDF-only submissions never get one) or the download
     fails; whether the page is the paper is ``parse_html``'s to say."""
-    settings = settings or SETTINGS
-    page = _fetch_text_page(
-        settings.html_url.replace("{id}", arxiv_id),
-        arxiv_id,
-        "HTML",
-        deadline=deadline,
-        settings=settings,
-        limiter=limiter,
-        patience=patience,
-    )
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=patience)
+    page = _fetch_text_page(ARXIV_HTML, arxiv_id, "HTML", sender)
     return page.decode("utf-8", errors="replace")
 
 
-def _fetch_text_page(
-    url: str,
-    arxiv_id: str,
-    format_name: str,
-    deadline: float | None = None,
-    *,
-    accept: str = "text/html",
-    settings: Settings,
-    limiter: RateLimiter | None,
-    patience: float,
-) -> bytes:
-    """A page of a paper's text (``format_name``: "HTML") at ``url``, as bytes; ArxivError when
-    arXiv has none (a 403, 404 or 410), or the download fails."""
+def _fetch_text_page(service: Service, arxiv_id: str, format_name: str, sender: Sender) -> bytes:
+    """The page of ``service`` (its URL template filled with ``arxiv_id``) that holds a paper's
+    text (``format_name``: "HTML"), as bytes; ArxivError when arXiv has none (a 403, 404 or 410),
+    or the download fails."""
     try:
-        response = http_get(
-            url,
-            accept=accept,
-            max_bytes=_MAX_HTML_BYTES,
-            deadline=deadline,
-            settings=settings,
-            limiter=limiter,
-            patience=patience,
+        response = sender.send(
+            Request(
+                service=service,
+                url=service.url(sender.settings, id=arxiv_id),
+                max_bytes=_MAX_HTML_BYTES,
+            )
         )
     except _StatusError as error:
         if error.status in (403, 404, 410):
@@ -7644,10 +7762,6 @@ Listener = Callable[[float, float | None, str], None]
 _BACKGROUND_PAPERS = (
     2  # papers whose full text goes on converting while nobody waits: the most recently asked
 )
-# The urgency of an arXiv request, the smallest first: a search or metadata is one quick request
-# that a caller waits for; a PDF a caller waits for is a larger one; a request whose callers all
-# gave up is background work.
-URGENT_SMALL, URGENT_PDF, URGENT_BACKGROUND = 0, 1, 2
 # The converter's jobs, the smallest first (``Scheduler``); within one, the most recently asked
 # paper first.
 JOB_STRUCTURE, JOB_WAITED_PAGE, JOB_BACKGROUND_PAGE, JOB_CLOSE = 0, 1, 2, 3
@@ -7779,42 +7893,42 @@ class Flights:
 class Client:
     """Every request of a library, in one place, as arxiv.py's ``Client`` holds its own: arXiv's
     API (metadata, searches), PDFs, the pages of text sources, the day's listing and Semantic
-    Scholar.  For each (``fetch``, ``get``): the caller's deadline, one point on the limiter's
-    clock; its turn (``turn``: one request at a time per host, by urgency); one fetch per key, a
-    second caller waiting on the first's future up to its own deadline (searches and counts too,
-    while in flight); the disk cache read through for the kinds it keeps (``Keeping``), and, for
-    those, one process of those sharing the cache's folder fetching a key (its own lock file, taken
-    after the turn, waited on up to the deadline).  Retries, back-off, cool-downs and unreachable
-    hosts are the plain functions' alone (``http_get``, with the library's limiter and settings,
-    which the fetches pass).  No lock is held across a fetch: the library's one condition
-    (``_PaperState``) guards the queue of turns, and urgencies read papers' states under it.  It
-    asks its library for the limiter, the disk cache and that condition."""
+    Scholar.  Built from the settings, a limiter and the disk cache (None: nothing kept), it stands
+    alone.  For each (``fetch``, ``get``): one fetch per key in the process, in a thread, a second
+    caller waiting on the first's future up to its own deadline (searches and counts too, while in
+    flight); the disk read through for the kinds it keeps (``Keeping``), and, for those, one
+    process of those sharing the cache's folder fetching a key (its own lock file, waited on up to
+    the deadline); then the request itself, sent by a ``Sender`` of the call's deadline, urgency
+    and patience, which owns it from its host's turn to the socket.  No lock of the process is
+    held across a request but its host's connection, while it is sent."""
 
-    def __init__(self, library: "PaperLibrary"):
-        self.library = library
+    def __init__(self, settings: Settings, limiter: RateLimiter, cache: DiskCache | None = None):
+        self.settings, self.limiter, self.cache = settings, limiter, cache
         self.flights = Flights()
-        # requests waiting for their turn: (urgency, order, host)
-        self._requests: list[tuple[Callable[[], int], int, str]] = []
-        self._requesting: set[str] = set()  # the hosts a request is being sent to
-        self._order = itertools.count()
 
     def get(
         self,
         kind: str,
         key: str,
-        fetch: Callable[[float | None], _Kept],
+        ask: Callable[[Sender], _Kept],
         *,
-        url: str,
         deadline: float | None,
         late: str = "",
-        urgency: Callable[[], int] = lambda: URGENT_SMALL,
+        urgency: Callable[[], int] = _small,
+        patience: float = _COOL_DOWN_PATIENCE,
         keeping: Keeping | None = None,
     ) -> Fetched[_Kept]:
-        """What the one fetch of ``kind`` of ``key`` brings (``Client.fetch``), waited for until
+        """What the one fetch of ``kind`` of ``key`` brings (``fetch``), waited for until
         ``deadline`` (None: its end).  Raises what it raises, or, past the deadline, ArxivError
         ``late`` (the fetch goes on, and is kept where its kind is)."""
         future = self.fetch(
-            kind, key, fetch, url=url, deadline=deadline, urgency=urgency, keeping=keeping
+            kind,
+            key,
+            ask,
+            deadline=deadline,
+            urgency=urgency,
+            patience=patience,
+            keeping=keeping,
         )
         return self.wait(future, deadline, late or _EARLIER_REQUEST)
 
@@ -7822,20 +7936,22 @@ class Client:
         self,
         kind: str,
         key: str,
-        fetch: Callable[[float | None], _Kept],
+        ask: Callable[[Sender], _Kept],
         *,
-        url: str,
         deadline: float | None = None,
-        urgency: Callable[[], int] = lambda: URGENT_SMALL,
+        urgency: Callable[[], int] = _small,
+        patience: float = _COOL_DOWN_PATIENCE,
         keeping: Keeping | None = None,
     ) -> "concurrent.futures.Future[Fetched[_Kept]]":
         """The one fetch in this process of ``kind`` of ``key``, as a future, in a thread: what the
-        disk keeps (``keeping``; None: a kind never kept, such as a search), else
-        ``fetch(deadline)`` in its turn to the host of ``url`` (``urgency``), then kept
-        (``_fetched``)."""
+        disk keeps (``keeping``; None: a kind never kept, such as a search), else ``ask(sender)``,
+        its requests sent until ``deadline`` (a limiter-clock time) by ``urgency``, waiting for a
+        cool-down ``patience`` seconds at most, then kept (``_fetched``)."""
+        sender = Sender(
+            self.settings, self.limiter, deadline=deadline, urgency=urgency, patience=patience
+        )
         return self.flights.fetch(
-            (kind, key),
-            lambda: self._fetched(kind, key, fetch, url, deadline, urgency, keeping),
+            (kind, key), lambda: self._fetched(kind, key, ask, sender, keeping)
         )
 
     def wait(
@@ -7843,7 +7959,7 @@ class Client:
     ) -> _Kept:
         """What ``future`` brings, waited for until ``deadline`` (a limiter-clock time; None: its
         end).  Raises what it raises, or ArxivError ``late`` past the deadline."""
-        wait = None if deadline is None else max(0.0, deadline - self.library.limiter.clock())
+        wait = None if deadline is None else max(0.0, deadline - self.limiter.clock())
         try:
             return future.result(wait)
         except TimeoutError:
@@ -7852,49 +7968,44 @@ class Client:
     def _kept(self, kind: str, key: str, keeping: Keeping | None) -> Any:
         """What the disk keeps of ``kind`` of ``key`` and can serve, or None; the ArxivError kept of
         it (``Keeping.failure_age``)."""
-        if keeping is None or self.library.cache is None:
+        if keeping is None or self.cache is None:
             return None
-        said = keeping.failure_age and self.library.cache.get(
-            f"no-{kind}", key, keeping.failure_age
-        )
-        if said:
-            raise ArxivError(said.decode("utf-8", errors="replace"))
-        body = self.library.cache.get(kind, key, keeping.max_age)
+        if keeping.failure_age is not None:
+            said = self.cache.get(f"no-{kind}", key, keeping.failure_age)
+            if said is not None:
+                raise ArxivError(said.decode("utf-8", errors="replace"))
+        body = self.cache.get(kind, key, keeping.max_age)
         return keeping.read(body) if body is not None else None
 
     def _fetched(
         self,
         kind: str,
         key: str,
-        fetch: Callable[[float | None], _Kept],
-        url: str,
-        deadline: float | None,
-        urgency: Callable[[], int],
+        ask: Callable[[Sender], _Kept],
+        sender: Sender,
         keeping: Keeping | None,
     ) -> Fetched[_Kept]:
-        """A flight (``fetch``): what the disk keeps; else, in its turn and as the one process that
-        fetches the key (where it is kept), what another process kept meanwhile, else
-        ``fetch(deadline)``, kept."""
+        """A flight (``fetch``): what the disk keeps; else, as the one process that fetches the
+        key (where it is kept), what another process kept meanwhile, else ``ask(sender)``, kept."""
         if (kept := self._kept(kind, key, keeping)) is not None:
             return Fetched(value=kept, from_disk=True)
         # a flight without a deadline waits for another process's fetch a call's length at most: a
         # holder stuck elsewhere costs that, then the next call asks again
-        until = (
-            self.library.limiter.clock() + self.library.settings.deadline
-            if deadline is None
-            else deadline
-        )
-        with self.turn(urgency, deadline, url=url), self._one_fetch(kind, key, keeping, until):
+        until = sender.deadline
+        if until is None:
+            until = self.limiter.clock() + self.settings.deadline
+        with self._one_fetch(kind, key, keeping, until):
             if (kept := self._kept(kind, key, keeping)) is not None:
                 return Fetched(value=kept, from_disk=True)
             try:
-                fetched = fetch(deadline)
-            except ArxivError as failure:  # kept before the next process looks
-                if keeping and keeping.failure_age and self.library.cache and not failure.transient:
-                    self.library.cache.put(f"no-{kind}", key, str(failure).encode())
+                fetched = ask(sender)
+            except ArxivError as failure:  # a final one (a 404) kept before the next process looks
+                kept_for = keeping.failure_age if keeping is not None else None
+                if kept_for is not None and self.cache is not None and not failure.transient:
+                    self.cache.put(f"no-{kind}", key, str(failure).encode())
                 raise
-            if keeping is not None and self.library.cache is not None:
-                self.library.cache.put(kind, key, keeping.write(fetched))
+            if keeping is not None and self.cache is not None:
+                self.cache.put(kind, key, keeping.write(fetched))
             return Fetched(value=fetched, from_disk=False)
 
     @contextlib.contextmanager
@@ -7908,66 +8019,17 @@ class Client:
         fetches what it needs)."""
         descriptor = None
         with contextlib.suppress(OSError):
-            if keeping is not None and self.library.cache is not None:
-                folder = os.path.join(self.library.cache.folder, _LOCKS)
+            if keeping is not None and self.cache is not None:
+                folder = os.path.join(self.cache.folder, _LOCKS)
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 name = f"fetch-{hashlib.sha256(f'{kind} {key}'.encode()).hexdigest()}"
-                descriptor = _lock_file(
-                    os.path.join(folder, name), until, self.library.limiter.clock
-                )
+                descriptor = _lock_file(os.path.join(folder, name), until, self.limiter.clock)
                 if descriptor is None:
                     raise ArxivError(_EARLIER_REQUEST, transient=True)
         try:
             yield
         finally:
             _unlock_file(descriptor)
-
-    @contextlib.contextmanager
-    def turn(
-        self, urgency: Callable[[], int], deadline: float | None = None, *, url: str = ""
-    ) -> Iterator[None]:
-        """Wait for this library's turn to send one request to the host of ``url``: each host has
-        turns of its own, so that a page of arXiv's HTML never waits behind an API request.
-        ``urgency()``, asked afresh at each turn, ranks it (``URGENT_*``: the smallest goes first,
-        then the oldest).  Raises ArxivError when the turn would come after ``deadline`` (a
-        limiter-clock time)."""
-        host = urllib.parse.urlsplit(url).hostname or ""
-        me = (urgency, next(self._order), host)
-
-        def first() -> tuple[Callable[[], int], int, str]:
-            return min(
-                (r for r in self._requests if r[2] == host),
-                key=lambda request: (request[0](), request[1]),
-            )
-
-        with self.library.scheduler.changed:
-            self._requests.append(me)
-            try:
-                while host in self._requesting or first() is not me:
-                    remaining = (
-                        None if deadline is None else deadline - self.library.limiter.clock()
-                    )
-                    if remaining is not None and remaining <= 0:
-                        raise ArxivError(
-                            "Timed out waiting for earlier arXiv requests; try again.",
-                            transient=True,
-                        )
-                    self.library.scheduler.changed.wait(remaining)
-            finally:
-                self._requests.remove(me)
-                self.library.scheduler.changed.notify_all()
-            self._requesting.add(host)
-        try:
-            yield
-        finally:
-            with self.library.scheduler.changed:
-                self._requesting.discard(host)
-                self.library.scheduler.changed.notify_all()
-
-    def pending(self) -> int:
-        """The requests waiting for their turn or being sent."""
-        with self.library.scheduler.changed:
-            return len(self._requests) + len(self._requesting)
 
 
 class LockRuleBroken(RuntimeError):
@@ -8112,7 +8174,7 @@ class TextSource(_Guarded):
     name: typing.ClassVar[str]  # its ARXIV_SOURCE value, and its key in a paper's parts
     label: typing.ClassVar[str]  # how the answers name it: "arXiv's HTML"
     format_name: typing.ClassVar[str]  # its short name: "HTML" ("## Full Text (HTML)")
-    setting: typing.ClassVar[str]  # the ``Settings`` field of its URL, a template with {id}
+    service: typing.ClassVar[Service]  # what its page is fetched from: its URL's setting, with {id}
     needs_version: typing.ClassVar[bool] = False  # it is fetched by a versioned id only
     # the plain functions' call that reads its whole text, with {version}; "": none
     whole_text_call: typing.ClassVar[str] = ""
@@ -8130,8 +8192,8 @@ class TextSource(_Guarded):
         name, and its record's type (a ``ParsedText``)."""
 
     def url(self, settings: Settings, version: str) -> str:
-        """Where it is fetched for ``version``: its setting's template."""
-        return getattr(settings, self.setting).replace("{id}", version)
+        """Where it is fetched for ``version``: its service's template."""
+        return self.service.url(settings, id=version)
 
     def link(self, paper: Paper, settings: Settings) -> TextLink:
         """Where the answers say its text of ``paper`` is read from."""
@@ -8206,7 +8268,6 @@ class WholeTextSource(TextSource):
     attributes) and says how its page is parsed.  Its parsed text and overview, or why it cannot
     be had."""
 
-    accept: typing.ClassVar[str] = "text/html"  # what its requests accept
     error: ArxivError | None = None
     from_disk: bool = False
     parsed: HtmlPaper | None = None
@@ -8266,26 +8327,15 @@ class WholeTextSource(TextSource):
         """Its page of ``version`` (``_fetch_text_page``), kept on disk (only a versioned id's,
         ``PaperDownloads.cache_for``), else in its turn, waiting for a throttle's cool-down as the
         plain functions do, or, when the paper has another source to fall back to, not at all."""
-        library, url = downloads.library, self.url(downloads.library.settings, version)
+        library = downloads.library
         state.callers.tell(library.scheduler.changed, f"Downloading {self.label}")
-
-        fetched = functools.partial(
-            _fetch_text_page,
-            url,
-            version,
-            self.format_name,
-            accept=self.accept,
-            settings=library.settings,
-            limiter=library.limiter,
-            patience=0 if fallback else _COOL_DOWN_PATIENCE,
-        )
         return library.client.get(
             self.name,
             version,
-            fetched,
-            url=url,
+            functools.partial(_fetch_text_page, self.service, version, self.format_name),
             deadline=None,
             urgency=downloads.urgency(state, URGENT_PDF),
+            patience=0 if fallback else _COOL_DOWN_PATIENCE,
             keeping=Keeping(read=bytes, write=bytes, failure_age=_CACHED_TTL)
             if downloads.cache_for(version) is not None
             else None,
@@ -8316,7 +8366,7 @@ class HtmlSource(WholeTextSource):
     name = "html"
     label = "arXiv's HTML"
     format_name = "HTML"
-    setting = "html_url"
+    service = ARXIV_HTML
     needs_version = True
     whole_text_call = '`html_to_markdown(fetch_html("{version}"))`'
     described = "arXiv's HTML where it has one (math as LaTeX)"
@@ -8333,7 +8383,7 @@ class PdfSource(TextSource):
     name = "pdf"
     label = _PDF_LABEL
     format_name = "PDF"
-    setting = "pdf_url"
+    service = ARXIV_PDFS
     whole_text_call = '`pdf_to_markdown(fetch_pdf("{version}")).markdown`'
     described = "the PDF's"
     pdf: _PdfState = dataclasses.field(default_factory=_PdfState)
@@ -9305,20 +9355,19 @@ class Catalogue:
 
     def citation_counts(self, papers: Sequence[Paper]) -> dict[str, int]:
         """How often each of a search's ``papers`` is cited, from Semantic Scholar within
-        ``_S2_COUNTS_WAIT`` seconds, for the server's library; none when it is later or fails."""
+        ``_S2_COUNTS_WAIT`` seconds, for the server's library (kept on disk a day, as its other
+        answers); none when it is later or fails."""
         if not self.library.ask_s2 or not papers:
             return {}
-        library, deadline = self.library, self.library.limiter.clock() + _S2_COUNTS_WAIT
         ids = [paper.arxiv_id for paper in papers]
         try:  # the same page of results asked twice at once: one request
-            return library.client.get(
+            return self.library.client.get(
                 "s2-counts",
                 " ".join(ids),
-                lambda until: fetch_citation_counts(
-                    ids, deadline=until, settings=library.settings, limiter=library.limiter
-                ),
-                url=library.settings.s2_url,
-                deadline=deadline,
+                lambda sender: fetch_citation_counts(ids, sender=sender),
+                deadline=self.library.limiter.clock() + _S2_COUNTS_WAIT,
+                patience=0,
+                keeping=Keeping(read=json.loads, write=_record, max_age=_CACHED_TTL),
             ).value
         except ArxivError as error:
             log.info("search results without citation counts: %s", error)
@@ -9333,14 +9382,10 @@ class Catalogue:
         with self._lock:
             listing = _current(self._listings.get(name))
         if listing is None:
-            library = self.library
-            listing = library.client.get(
+            listing = self.library.client.get(
                 "listing",
                 name,
-                lambda _: fetch_listing(
-                    categories, settings=library.settings, limiter=library.limiter
-                ),
-                url=library.settings.rss_url,
+                lambda sender: fetch_listing(categories, sender=sender),
                 deadline=deadline,
                 late=_API_LATE,
                 keeping=Keeping(
@@ -9432,19 +9477,16 @@ class PaperDownloads:
             state.pdf.asked_for, version = True, state.version
         cache, library = self.cache_for(version), self.library
 
-        def download(deadline: float | None) -> bytes:
+        def download(sender: Sender) -> bytes:
             with changed:  # the converter starts while the PDF downloads
                 library.scheduler.add(state)
-            return fetch_pdf(
-                version, deadline=deadline, settings=library.settings, limiter=library.limiter
-            )
+            return fetch_pdf(version, sender=sender)
 
         try:
             pdf = library.client.get(
                 "pdf",
                 version,
                 download,
-                url=library.settings.pdf_url,
                 deadline=None,
                 urgency=self.urgency(state, URGENT_PDF),
                 keeping=Keeping(read=bytes, write=bytes) if cache is not None else None,
@@ -9500,22 +9542,15 @@ class PaperDownloads:
         self, arxiv_id: str, urgency: Callable[[], int], deadline: float | None = None
     ) -> Paper:
         """The API's metadata of ``arxiv_id``: kept on disk for a day, else asked in its turn
-        (``urgency``), with no patience for a throttle, within ``_METADATA_WAIT`` seconds of the
-        turn, and kept; the one fetch in flight in the process, waited for until ``deadline`` (a
-        limiter-clock time; None: its end)."""
-        library = self.library
-        return library.client.get(
+        (``urgency``), with no patience for a throttle, within ``_METADATA_WAIT`` seconds of its
+        flight's start, and kept; the one fetch in flight in the process, waited for until
+        ``deadline`` (a limiter-clock time; None: its end)."""
+        return self.library.client.get(
             "meta",
             arxiv_id,
-            lambda _: fetch_metadata(
-                arxiv_id,
-                deadline=library.limiter.clock() + _METADATA_WAIT,
-                settings=library.settings,
-                limiter=library.limiter,
-                patience=0,
-            ),
-            url=library.settings.api_url,
+            lambda sender: fetch_metadata(arxiv_id, sender=sender.within(_METADATA_WAIT)),
             deadline=deadline,
+            patience=0,
             late=_API_LATE,
             urgency=urgency,
             keeping=Keeping(
@@ -9548,7 +9583,7 @@ class PaperDownloads:
             or not state.paper.provenance
             or state.loading
             or state.metadata.refreshing
-            or self.library.limiter.cooling(_service(self.library.settings.api_url))
+            or self.library.limiter.cooling(ARXIV_API.name)
         ):
             return
         state.metadata.refreshing = True
@@ -9619,7 +9654,7 @@ class PaperLibrary:
         self.catalogue = Catalogue(self)
         self.find_corpus = FindCorpus()
         self.downloads = PaperDownloads(self)
-        self.client = Client(self)
+        self.client = Client(self.settings, self.limiter, cache)
 
     def close(self) -> None:
         """Stop the scheduler's lanes and converters, and join the library's threads (those still
@@ -9712,10 +9747,8 @@ class PaperLibrary:
         return self.client.fetch(
             f"s2-{kind.__name__}",
             base,
-            lambda deadline: _record(
-                fetch(base, deadline=deadline, settings=self.settings, limiter=self.limiter)
-            ),
-            url=self.settings.s2_url,
+            lambda sender: _record(fetch(base, sender=sender)),
+            patience=0,
             keeping=Keeping(read=bytes, write=bytes, max_age=_CACHED_TTL),
         )
 
@@ -9808,12 +9841,14 @@ class PaperLibrary:
             self.scheduler.touch(state)
             # the scheduler converts what it needs first
             state.callers.requests += Counter({request: 1})
+            self.limiter.reranked()  # its paper's requests are waited for now
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
                 reading = self._awaited(state, request, until)
             finally:
                 state.callers.requests -= Counter({request: 1})
+                self.limiter.reranked()
                 if listener is not None:
                     state.callers.listeners.remove(listener)
                 self._evict()
@@ -10384,21 +10419,13 @@ def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None
     """The tool's search: a caller waits for it, so it goes before background downloads."""
     library = library or LIBRARY
     deadline = _deadline(library.settings, library.limiter)
-    try:  # a caller waits: with no patience for a throttle, not even for its turn behind a download
-        if cooling := library.limiter.cooling(_service(library.settings.api_url)):
-            raise Throttled(cooling)
+    try:  # a caller waits: with no patience for a throttle
         feed = library.client.get(  # the same search asked twice at once: one request
             "search",
             api_url(request.params(), library.settings),
-            lambda until: search(
-                request,
-                deadline=until,
-                settings=library.settings,
-                limiter=library.limiter,
-                patience=0,
-            ),
-            url=library.settings.api_url,
+            lambda sender: search(request, sender=sender),
             deadline=deadline,
+            patience=0,
         ).value
     except Throttled as error:
         raise ArxivError(

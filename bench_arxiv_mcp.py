@@ -706,7 +706,7 @@ def flood(
     assert found.startswith("# arXiv search"), found
     for reader in readers:
         reader.join()
-    while library.client.pending() or any(t.name == "arxiv-load" for t in threading.enumerate()):
+    while library.limiter.pending() or any(t.name == "arxiv-load" for t in threading.enumerate()):
         time.sleep(0.05)
     for arxiv_id in ids:
         del pdfs[arxiv_id]

@@ -324,6 +324,20 @@ def stop_pdf_work(library):
         library.scheduler.changed.notify_all()
 
 
+def rebuilt(env, monkeypatch, **parts):
+    """``env``'s library made again (a restarted server) with ``parts`` (``settings``,
+    ``limiter``, ``cache``) in place of its own, the tool's from now on: its client is built from
+    them, never rewired afterwards."""
+    old = env.library
+    library = am.PaperLibrary(
+        **{"settings": old.settings, "limiter": old.limiter, "cache": old.cache, **parts}
+    )
+    monkeypatch.setattr(am, "LIBRARY", library)
+    env.library = library
+    env.teardown.append(lambda: stop_pdf_work(library))
+    return library
+
+
 def paper_state(library, arxiv_id, source="auto"):
     """The state of a paper in ``library`` (its public ``papers``), or None."""
     return library.papers().get((arxiv_id, source))
@@ -992,10 +1006,7 @@ def test_a_lasting_throttle_backs_off_as_one_server_then_resets(env, monkeypatch
     with pytest.raises(am.Throttled):  # another caller with no patience: no request at all
         am.search(am.build_search(query="x"), patience=0, limiter=limiter)
     assert len(env.requests) == 3
-    assert (
-        limiter.cooling("export.arxiv.org/api") == 12.0
-        and limiter.cooling("export.arxiv.org/pdf") == 0
-    )
+    assert limiter.cooling(am.ARXIV_API.name) == 12.0 and limiter.cooling(am.ARXIV_PDFS.name) == 0
     env.clock.sleep(12.0)
     # the throttle passed: reset
     assert am.fetch_metadata("1111.2011v2").title.startswith("Quantum")
@@ -1146,8 +1157,9 @@ def test_redirect_within_the_allowed_hosts_is_followed_as_its_own_hosts_request(
     env.script["export.arxiv.org/pdf/"] = [redirect(PDF_URL, "/pdf/1111.2011v2v", 301)]
     env.script["export.arxiv.org/pdf/1111.2011v2v"] = [redirect(PDF_URL, moved, 307)]
     env.script["//arxiv.org/pdf/"] = [FakeResponse(PDF_1111, moved, "application/pdf")]
-    asking = am._Asking(who="arXiv", headers={"x-api-key": "secret"})
-    response = am.http_get(PDF_URL, accept="*/*", max_bytes=10**8, asking=asking)
+    sender = am.Sender.of(None, None, None)
+    request = am.Request(am.ARXIV_PDFS, PDF_URL, max_bytes=10**8, headers={"x-api-key": "secret"})
+    response = sender.send(request)
     assert response.body == PDF_1111
     assert env.urls == [PDF_URL, PDF_URL + "v", moved]
     sent = [request.get_header("X-api-key") for request in env.requests]
@@ -1626,7 +1638,7 @@ def test_while_the_api_throttles_papers_are_read_with_their_own_metadata(html_en
     call(paper="1111.2011v2")
     wait_for(lambda: api_requests(html_env) == 2, what="the second API request")
     wait_for(
-        lambda: html_env.library.limiter.cooling("export.arxiv.org/api") == 6.0,
+        lambda: html_env.library.limiter.cooling(am.ARXIV_API.name) == 6.0,
         what="a longer cool-down",
     )
     assert note in call(paper="1111.2011v2") and api_requests(html_env) == 2
@@ -1715,9 +1727,11 @@ def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypa
     assert time.monotonic() - started < 5 and refused == ["arxiv-search"]
 
 
-def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(env, tmp_path):
+def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(
+    env, tmp_path, monkeypatch
+):
     now = [1e9]
-    env.library.cache = am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0])
+    rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0]))
     call(paper="1111.2011v2")  # the metadata is kept
     library = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)  # a restart
     now[0] += 2 * am._CACHED_TTL
@@ -1786,8 +1800,10 @@ def test_the_stdio_server_reads_on_while_the_api_throttles(tmp_path, converted_1
     assert asked.count("/api/query") <= 2, asked
 
 
-def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_throttles(env, tmp_path):
-    env.library.cache = am.DiskCache(str(tmp_path), 10**9)
+def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_throttles(
+    env, tmp_path, monkeypatch
+):
+    rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9))
     env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED) for _ in range(100)]
     env.htmls["2508.08468"] = html_page(
         "2508.08468"
@@ -2138,6 +2154,40 @@ def test_search_results_are_compact_and_deterministic(env, name, total, count):
     assert 'arxiv(paper="<id>")' in answer
 
 
+def test_the_client_stands_alone_on_a_fake_clock(env, clock, tmp_path):
+    """Built from settings, a limiter and a disk cache, with no library: it asks once, keeps what
+    the kind keeps and serves it from the disk; a throttled request waits out its cool-down, within
+    its patience, on the limiter's clock (fake: no real second passes)."""
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
+    client = am.Client(env.settings, limiter, am.DiskCache(str(tmp_path), 10**9))
+    keeping = am.Keeping(read=lambda body: am._from_record(am.Paper, body), write=am._record)
+
+    def metadata():
+        return client.get(
+            "meta",
+            "1111.2011v2",
+            lambda sender: am.fetch_metadata("1111.2011v2", sender=sender),
+            deadline=clock() + 60,
+            keeping=keeping,
+        )
+
+    first, again = metadata(), metadata()
+    assert first.value.title.startswith("Quantum") and not first.from_disk
+    assert again == am.Fetched(value=first.value, from_disk=True) and len(env.requests) == 1
+    env.script["search_query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
+    request = am.build_search(query="quantum criticality")
+    searched = client.get(
+        "search",
+        "quantum criticality",
+        lambda sender: am.search(request, sender=sender),
+        deadline=clock() + 60,
+        patience=10,
+    )
+    assert searched.value.total == 0 and len(env.requests) == 3
+    assert clock.sleeps == [3.0, 3.0], "the host's pace, then the API's cool-down"
+    client.flights.close(time.monotonic() + 5)
+
+
 def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at_most(tmp_path):
     """Another process holds a key's lock file (its fetch stuck): a background flight (no deadline)
     gives up after the settings' deadline, so that the key is not in flight for ever, and the next
@@ -2154,7 +2204,6 @@ def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at
                 "meta",
                 "1111.2011v2",
                 lambda _: b"fetched",
-                url=API_URL,
                 deadline=None,
                 keeping=am.Keeping(read=bytes, write=bytes),
             )
@@ -2165,7 +2214,6 @@ def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at
         "meta",
         "1111.2011v2",
         lambda _: b"fetched",
-        url=API_URL,
         deadline=None,
         keeping=am.Keeping(read=bytes, write=bytes),
     )
@@ -2177,7 +2225,7 @@ def test_a_search_asked_twice_at_once_is_one_request_and_never_kept(env, monkeyp
     """The client's one fetch per key holds for searches too: a second caller of the same search
     waits for the first's request; once answered, the search is asked afresh (never kept on disk,
     even with a cache)."""
-    env.library.cache = am.DiskCache(str(tmp_path), 10**9)
+    rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9))
     asked, release, real = threading.Event(), threading.Event(), urllib.request.urlopen
 
     def held(request, timeout=None):
@@ -2612,7 +2660,7 @@ def test_who_cites_it_waits_5_s_at_most_and_keeps_what_comes_later(env, monkeypa
     assert found.startswith("# Papers citing") and asked == ["1111.2011"], "kept: asked once"
 
 
-def test_who_cites_it_when_semantic_scholar_cannot_say(env):
+def test_who_cites_it_when_semantic_scholar_cannot_say(env, monkeypatch):
     env.script["/citations"] = [http_error("https://api.semanticscholar.org/", 500, b"{}")] * 8
     failed = call(paper="1111.2011v2", section="citations")
     assert (
@@ -2625,7 +2673,7 @@ def test_who_cites_it_when_semantic_scholar_cannot_say(env):
     limiting = call(paper="1111.2011v2", section="citations")
     assert limiting.startswith(f"{am.ERROR} Semantic Scholar is limiting requests"), limiting
     assert "try again in about" in limiting and "A free API key (ARXIV_S2_KEY)" in limiting
-    env.library.settings = dataclasses.replace(env.settings, s2_url="off")
+    rebuilt(env, monkeypatch, settings=dataclasses.replace(env.settings, s2_url="off"))
     off = call(paper="1111.2011v2", section="citations")
     assert "ARXIV_S2_URL" in off and "Semantic Scholar" in off
     assert all(len(answer) < 800 for answer in (unknown, limiting, off))
@@ -5375,14 +5423,10 @@ def test_an_id_without_a_version_reads_the_html_of_the_latest_version(html_env):
 
 
 def test_a_request_to_one_host_never_waits_behind_another_hosts():
-    client, order, holding = (
-        am.PaperLibrary(am.Settings(min_interval=0.0), am.RateLimiter(0.0)).client,
-        [],
-        threading.Event(),
-    )
+    limiter, order, holding = am.RateLimiter(0.0), [], threading.Event()
 
     def request(name, url):
-        with client.turn(lambda: am.URGENT_SMALL, url=url):
+        with limiter.slot(urllib.parse.urlsplit(url).hostname):
             order.append(name)
             if name == "api":
                 holding.wait(5)
@@ -6142,7 +6186,9 @@ def test_without_semantic_scholar_the_references_are_the_texts_with_one_line_why
     html_env, monkeypatch, why, said
 ):
     if why == "off":
-        html_env.library.settings = dataclasses.replace(html_env.settings, s2_url="off")
+        rebuilt(
+            html_env, monkeypatch, settings=dataclasses.replace(html_env.settings, s2_url="off")
+        )
     elif why == "unknown":
         html_env.script["/references"] = [s2_answer("error_404_paper_0_not_found.json", 404)]
     else:
@@ -6925,10 +6971,10 @@ def test_the_disk_cache_serves_whole_files_only_and_forgets_the_least_recently_u
 
 
 def test_a_cache_that_cannot_be_written_is_turned_off_once_and_the_server_reads_on(
-    env, tmp_path, caplog
+    env, tmp_path, caplog, monkeypatch
 ):
     (tmp_path / "file").write_text("not a folder")
-    env.library.cache = am.DiskCache(str(tmp_path / "file" / "cache"), 10**9)
+    rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path / "file" / "cache"), 10**9))
     assert "## Sections" in call(paper="1111.2011v2")
     assert env.library.cache.off and caplog.text.count("the disk cache cannot be written") == 1
     assert "V Discussion" in call(paper="1111.2011v2", section="V")
@@ -7082,8 +7128,8 @@ def test_a_no_html_answer_is_kept_for_a_day_and_a_passing_failure_not_at_all(env
     cache = am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0])
 
     def restart() -> am.PaperLibrary:
-        library = library_with_cache(env, tmp_path)
-        library.cache = cache
+        library = am.PaperLibrary(env.settings, env.library.limiter, cache)
+        env.teardown.append(lambda: stop_pdf_work(library))
         return library
 
     env.script["/html/"] = [http_error("u", 502) for _ in range(env.settings.retries + 1)]
@@ -7423,9 +7469,9 @@ class PlainTextSource(am.WholeTextSource):
     name = "plain"
     label = "the plain text"
     format_name = "text"
-    setting = "html_url"
+    # its own service, at the URL of arXiv's HTML (the test points ARXIV_HTML_URL at it)
+    service = am.Service(name="plain text", who="arXiv", setting="html_url", accept="text/plain")
     described = "plain text"
-    accept = "text/plain"
 
     def parse(self, page, version):
         markdown = page.decode()
@@ -7509,15 +7555,45 @@ def test_background_conversion_goes_on_for_the_two_most_recent_papers_only():
     assert scheduler.job_for(states[2]) is None and scheduler.job_for(states[0]) is not None
 
 
-def test_arxiv_requests_take_turns_by_urgency_then_age():
-    client, order, holding = (
-        am.PaperLibrary(am.Settings(min_interval=0.0), am.RateLimiter(0.0)).client,
-        [],
-        threading.Event(),
+def test_a_cooling_service_never_holds_its_host(html_env, monkeypatch):
+    """Tried as a user would, arXiv's API, HTML and PDFs on one host (as its HTML and PDFs share
+    arxiv.org): one paper's PDF answers 503, so the PDF service cools down (1 s, then 2 s);
+    meanwhile another paper's overview, its metadata and HTML from that host, comes at once: its
+    requests go before the PDF's next, and it takes less than the cool-down."""
+    monkeypatch.setattr(am, "_FIRST_COOL_DOWN", 1.0)
+    settings = dataclasses.replace(
+        html_env.settings,
+        api_url="https://arxiv.org/api/query",
+        pdf_url="https://arxiv.org/pdf/{id}",
+        min_interval=0.05,
     )
+    limiter = am.RateLimiter(settings.min_interval)  # a real clock: the cool-down really lasts
+    rebuilt(html_env, monkeypatch, settings=settings, limiter=limiter)
+    html_env.script["/pdf/1111.2011v2"] = [http_error(PDF_URL, 503)] * 2
+    cooling = threading.Thread(target=call, kwargs={"paper": "1111.2011v2"})
+    cooling.start()
+    wait_for(lambda: limiter.cooling(am.ARXIV_PDFS.name) > 0, what="the PDF's cool-down")
+    started = time.monotonic()
+    overview = call(paper="2203.00274v2")
+    took = time.monotonic() - started
+    assert "from arXiv's HTML" in overview and took < 1.0, took
+    cooling.join(10)
+    asked = [path for path in paths(html_env) if path != "/html/1111.2011v2"]
+    assert asked == [
+        "/pdf/1111.2011v2",
+        "/html/2203.00274v2",
+        "/api/query",
+        "/pdf/1111.2011v2",
+        "/pdf/1111.2011v2",
+        "/api/query",
+    ], asked
+
+
+def test_arxiv_requests_take_turns_by_urgency_then_age():
+    limiter, order, holding = am.RateLimiter(0.0), [], threading.Event()
 
     def request(name, urgency):
-        with client.turn(lambda: urgency):
+        with limiter.slot("export.arxiv.org", urgency=lambda: urgency):
             order.append(name)
             if name == "first":
                 holding.wait(5)
@@ -7537,7 +7613,7 @@ def test_arxiv_requests_take_turns_by_urgency_then_age():
     for queued, thread in enumerate(waiting, start=1):
         thread.start()
         # queued in this order, behind the first, being sent
-        wait_for(lambda queued=queued: client.pending() >= queued + 1)
+        wait_for(lambda queued=queued: limiter.pending() >= queued + 1)
     holding.set()
     for thread in [first, *waiting]:
         thread.join(5)
@@ -8318,7 +8394,7 @@ def test_unexpected_failures_become_a_message_and_the_next_call_works(env):
 
 def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
     settings = am.Settings(api_url="https://user:s3cret@gateway.example/api/query", deadline=600)
-    monkeypatch.setattr(env.library, "settings", settings)
+    rebuilt(env, monkeypatch, settings=settings)
     env.script["gateway.example"] = [
         urllib.error.URLError(OSError(2, "No such file: /home/user/.netrc"))
     ] * 10
@@ -8392,7 +8468,7 @@ def test_cache_is_bounded_by_count(env):
 def test_reads_of_different_papers_keep_the_per_host_spacing(env, monkeypatch):
     env.feeds["1111.2011"], env.pdfs["1111.2011"] = ATOM_1111, PDF_1111
     limiter = am.RateLimiter(0.1)  # a real clock: the two reads' requests really overlap
-    monkeypatch.setattr(env.library, "limiter", limiter)
+    rebuilt(env, monkeypatch, limiter=limiter)
     monkeypatch.setattr(am, "LIMITER", limiter)
     guard, real = threading.Lock(), urllib.request.urlopen
     starts = {"arxiv.org": [], "export.arxiv.org": []}
@@ -8456,8 +8532,8 @@ def test_a_search_entry_stands_for_its_metadata_for_an_hour(env):
     )
 
 
-def test_one_feed_request_a_day_across_a_restart(env, tmp_path):
-    env.library.cache = am.DiskCache(str(tmp_path), 10**9)
+def test_one_feed_request_a_day_across_a_restart(env, tmp_path, monkeypatch):
+    rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9))
     env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED[:4], ["new"] * 4))]
     first = call(categories="cs.LG")
     restarted = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)
