@@ -8971,7 +8971,7 @@ JobOutcome = Structure | tuple[int, PageMarkdown] | Exception | None
 
 
 class Scheduler:
-    """Whose turn it is, by priority: for MuPDF and for arXiv.
+    """Which PDF job goes next, by priority, for MuPDF.
 
     Two lanes, each a thread with a converter of its own (or one lane with one converter), do a
     library's PDF work, one job at a time each, and the next job is chosen afresh after each one,
@@ -8987,8 +8987,8 @@ class Scheduler:
        to download; older papers wait until they are asked again;
     3. ``JOB_CLOSE``: closing the PDF of a paper with no work left.
 
-    Requests take their turns in the library's ``Client``.  ``changed`` is the one condition:
-    callers wait on it for what the jobs make.
+    Requests take their turns at their hosts elsewhere (``RateLimiter.slot``, by urgency).
+    ``changed`` is the one condition: callers wait on it for what the jobs make.
     """
 
     def __init__(
@@ -10488,7 +10488,7 @@ class ToolMode:
 
 
 def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) -> Answer:
-    """The latest announcement of the categories (``PaperLibrary.listing``), narrowed by ``find``
+    """The latest announcement of the categories (``Catalogue.listing``), narrowed by ``find``
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
     request, words = call.search(), (call.find or "").strip()
     listing = library.catalogue.listing(
