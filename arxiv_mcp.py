@@ -7797,10 +7797,12 @@ _NO_STRUCTURE = Structure(0)  # a paper's before its structure pass
 CHECK_LOCKS = os.environ.get("ARXIV_CHECK_LOCKS") == "1"
 
 
-def _join_within(threads: Iterable[threading.Thread], until: float) -> None:
-    """Join ``threads`` until ``until`` (a ``time.monotonic()`` time) at most, in all."""
+def _join_within(
+    threads: Iterable[threading.Thread], until: float, clock: Callable[[], float]
+) -> None:
+    """Join ``threads`` until ``until`` (a ``clock()`` time) at most, in all."""
     for thread in threads:
-        thread.join(max(0.0, until - time.monotonic()))
+        thread.join(max(0.0, until - clock()))
 
 
 @dataclass(frozen=True)
@@ -7833,7 +7835,8 @@ class Flights:
     network.  It owns its lock, ``_lock``, held for its collections and its closed flag alone;
     ``close`` joins the threads, and none starts after it."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock  # the limiter's, on which ``close`` is given its end
         self._lock = threading.Lock()
         self._flying: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
         self._threads: set[threading.Thread] = set()
@@ -7881,13 +7884,13 @@ class Flights:
                 del self._flying[key]
 
     def close(self, until: float) -> None:
-        """Start no thread from now on, and join those running until ``until`` (a
-        ``time.monotonic()`` time) at most (a thread still waiting for the network then ends with
-        the process: they are daemons)."""
+        """Start no thread from now on, and join those running until ``until`` (a ``clock()``
+        time) at most (a thread still waiting for the network then ends with the process: they are
+        daemons)."""
         with self._lock:
             self._closed = True
             running = list(self._threads)
-        _join_within(running, until)
+        _join_within(running, until, self.clock)
 
 
 class Client:
@@ -7904,7 +7907,7 @@ class Client:
 
     def __init__(self, settings: Settings, limiter: RateLimiter, cache: DiskCache | None = None):
         self.settings, self.limiter, self.cache = settings, limiter, cache
-        self.flights = Flights()
+        self.flights = Flights(limiter.clock)
 
     def get(
         self,
@@ -9181,18 +9184,20 @@ class Scheduler:
             return _Lane.END
         return job
 
-    def close(self, until: float | None = None) -> None:
+    def close(
+        self, until: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         """End the lanes and their converters for good; each lane's thread is joined until
-        ``until`` (a ``time.monotonic()`` time; by default ``_CLOSE_WAIT`` seconds from now) at
-        most (a lane inside a page converted in this process ends with it, or with the process:
-        the lanes are daemons)."""
+        ``until`` (a ``clock()`` time: its library's limiter's; by default ``_CLOSE_WAIT`` seconds
+        from now) at most (a lane inside a page converted in this process ends with it, or with the
+        process: the lanes are daemons)."""
         self._closed.set()
         with self.changed:
             self.changed.notify_all()
             lanes = list(self._lanes.values())
         for converter in {self.converter, self.structure_converter or self.converter}:
             converter.shut()
-        _join_within(lanes, time.monotonic() + _CLOSE_WAIT if until is None else until)
+        _join_within(lanes, clock() + _CLOSE_WAIT if until is None else until, clock)
 
     def _structure(
         self, key: tuple[str, str], pdf: bytes, kept_at: tuple[DiskCache, str] | None
@@ -9659,8 +9664,8 @@ class PaperLibrary:
     def close(self) -> None:
         """Stop the scheduler's lanes and converters, and join the library's threads (those still
         waiting for the network ``_CLOSE_WAIT`` seconds at most)."""
-        until = time.monotonic() + _CLOSE_WAIT
-        self.scheduler.close(until)
+        until = self.limiter.clock() + _CLOSE_WAIT
+        self.scheduler.close(until, self.limiter.clock)
         self.client.flights.close(until)
 
     @classmethod
@@ -9817,12 +9822,6 @@ class PaperLibrary:
         text.  A paper that is not cached while ``_MAX_COLD_READS`` others download is refused at
         once (ArxivError: the server is busy)."""
         request, changed = request or FULL, self.scheduler.changed
-        # The deadline is a limiter-clock time; waits are in real time.
-        until = (
-            None
-            if deadline is None
-            else time.monotonic() + max(0.0, deadline - self.limiter.clock())
-        )
         with changed:
             # An id without a version is the latest version a recent search names: keyed by it, so
             # that a newer version is never answered with an older one's text.
@@ -9845,7 +9844,7 @@ class PaperLibrary:
             if state.pdf.data is not None:
                 self.scheduler.add(state)
             try:
-                reading = self._awaited(state, request, until)
+                reading = self._awaited(state, request, deadline)
             finally:
                 state.callers.requests -= Counter({request: 1})
                 self.limiter.reranked()
@@ -9857,10 +9856,10 @@ class PaperLibrary:
         return reading
 
     def _awaited(
-        self, state: _PaperState, request: ReadRequest, until: float | None
+        self, state: _PaperState, request: ReadRequest, deadline: float | None
     ) -> Reading | ArxivError:
-        """The answer to ``request`` once the paper has what it needs, else, at ``until`` (a
-        ``time.monotonic`` time), the late one (``_late``); waited for on the scheduler's condition,
+        """The answer to ``request`` once the paper has what it needs, else, at ``deadline`` (a
+        limiter-clock time), the late one (``_late``); waited for on the scheduler's condition,
         held by the caller, and made again only when the paper has changed."""
         made_at = -1
         while True:
@@ -9869,7 +9868,7 @@ class PaperLibrary:
                 if reading is not None:
                     return reading
                 self._start_what_is_missing(state, request)
-            remaining = None if until is None else until - time.monotonic()
+            remaining = None if deadline is None else deadline - self.limiter.clock()
             if remaining is not None and remaining <= 0:
                 return _late(state, self.settings.deadline)
             self.scheduler.changed.wait(remaining)

@@ -2185,7 +2185,7 @@ def test_the_client_stands_alone_on_a_fake_clock(env, clock, tmp_path):
     )
     assert searched.value.total == 0 and len(env.requests) == 3
     assert clock.sleeps == [3.0, 3.0], "the host's pace, then the API's cool-down"
-    client.flights.close(time.monotonic() + 5)
+    client.flights.close(clock() + 5)
 
 
 def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at_most(tmp_path):
@@ -2561,6 +2561,42 @@ def test_a_search_page_carries_each_results_citation_count_from_one_batch(env):
     batches = [url for url in env.urls if "paper/batch" in url]
     plain = am.arxiv_tool(query="rust", max_results=5)
     assert "cited by" not in plain and [url for url in env.urls if "paper/batch" in url] == batches
+
+
+def test_a_search_pages_citation_counts_are_kept_a_day(env, tmp_path):
+    """As the docs say of every Semantic Scholar answer: a restarted server on the same cache
+    folder shows the same page's counts with no batch request, and asks again past the day."""
+    now = [1e9]
+    cache = am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0])
+    batch = json.loads(
+        (S2_DATA / "paper_batch_4ids_first-unknown-null_allfields.json").read_bytes()
+    )
+    answers = []
+    for _ in range(3):
+        server = am.PaperLibrary(env.settings, env.library.limiter, cache, ask_s2=True)
+        env.teardown.append(server.close)
+        feed_answer(env, "2026_search_all_rust_5results_relevance.xml")
+        env.script["paper/batch"] = [
+            FakeResponse(json.dumps([*batch, None]).encode(), "https://api.semanticscholar.org/")
+        ]
+        answers.append(am.arxiv_tool(query="rust", max_results=5, library=server))
+        now[0] += am._CACHED_TTL / 2 + 1  # the third start is past the first answer's day
+    assert "cited by 10,670" in answers[0] and answers[1] == answers[0] == answers[2]
+    assert len([url for url in env.urls if "paper/batch" in url]) == 2
+
+
+def test_each_semantic_scholar_endpoint_cools_down_on_its_own(env):
+    """A 429 of its citations leaves its papers' counts and venue asking."""
+    limiter = env.library.limiter
+    env.script["/citations"] = [s2_answer("error_429_paper_search_too_many_requests.json", 429)]
+    with pytest.raises(am.Throttled, match="A free API key"):
+        am.fetch_citing("1706.03762", settings=env.settings, limiter=limiter)
+    assert limiter.cooling(am.S2_CITATIONS.name) > 0 and limiter.cooling(am.S2_PAPERS.name) == 0
+    env.script["semanticscholar"] = [
+        s2_answer("search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json")
+    ]
+    found = am.fetch_scholarly("1706.03762", settings=env.settings, limiter=limiter)
+    assert found is not None and found.citations == 136941
 
 
 def citing_page(env, status=200, cited=None):
@@ -6399,7 +6435,8 @@ def test_a_library_closes_within_its_bound_and_starts_nothing_after(env, monkeyp
         return quick_page(doc, page)
 
     stuck.convert_page = held_page
-    library = am.PaperLibrary(env.settings, env.library.limiter, converters=(stuck, None))
+    # a real clock, as a server's: the bound is a time in all, on the limiter's clock
+    library = am.PaperLibrary(env.settings, am.RateLimiter(0.0), converters=(stuck, None))
     assert "## Sections" in am.arxiv_tool(paper="1111.2011v2", library=library)
     library.client.flights.start("arxiv-network", release.wait, 30)
     started = time.monotonic()
@@ -7727,7 +7764,20 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
     monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))
     # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
     monkeypatch.setattr(env.library.limiter, "interval", 0)
-    early = call(paper="1111.2011v2", section="full")  # the full text waits for the conversion
+    answers = []  # the full text waits for the conversion, until its deadline on the fake clock
+    reading = threading.Thread(
+        target=lambda: answers.append(call(paper="1111.2011v2", section="full"))
+    )
+    reading.start()
+
+    def has_metadata():
+        state = paper_state(env.library, "1111.2011v2")
+        return state is not None and state.paper is not None
+
+    wait_for(has_metadata, what="the metadata")
+    env.clock.sleep(2)  # the test drives the limiter's clock past the call's deadline
+    reading.join(10)
+    [early] = answers
     assert "## Abstract\nTheoretical description" in early
     assert (
         "## Full Text (PDF)\nThe full text is unavailable: the text from the PDF was not ready at "
