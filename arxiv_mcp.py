@@ -115,9 +115,10 @@ class Settings:
     s2_key: str = (
         ""  # ARXIV_S2_KEY, or SEMANTIC_SCHOLAR_API_KEY: sent to it as x-api-key, never shown
     )
-    # ARXIV_SOURCE: the text from the first text source that has it ("auto": arXiv's HTML, else
-    # the PDF), or from one alone, by its name ("html", "pdf": ``TEXT_SOURCES``)
-    source: str = "auto"
+    # ARXIV_SOURCE, the policy of where a paper's text comes from: the first text source that has
+    # it ("auto": arXiv's HTML, else the PDF), or one alone, by its name ("html", "pdf":
+    # ``TEXT_SOURCES``)
+    policy: str = dataclasses.field(default="auto", metadata={"variable": "ARXIV_SOURCE"})
     user_agent: str = DEFAULT_USER_AGENT  # ARXIV_USER_AGENT
     min_interval: float = 3.0  # ARXIV_MIN_INTERVAL: seconds between requests to one host
     timeout: float = 30.0  # ARXIV_TIMEOUT: seconds for one HTTP request
@@ -168,7 +169,7 @@ class Settings:
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
-            name = f"ARXIV_{field.name.upper()}"
+            name = setting_variable(field)
             raw = (environ.get(name) or environ.get(_ALSO_NAMED.get(field.name, ""), "")).strip()
             if not raw:
                 continue
@@ -201,6 +202,12 @@ class Settings:
                 continue
             values[field.name] = value
         return cls(**values)
+
+
+def setting_variable(field: "dataclasses.Field[Any]") -> str:
+    """The environment variable of a ``Settings`` field: ``ARXIV_`` and its name, or the one its
+    metadata names (``policy`` is ``ARXIV_SOURCE``, as users know it)."""
+    return field.metadata.get("variable", f"ARXIV_{field.name.upper()}")
 
 
 # What each URL template must hold.
@@ -931,7 +938,7 @@ def _unreachable(who: str, reason: str, host: str, settings: "Settings") -> Arxi
     """The error of a host that cannot be reached (``reason``; empty: found so moments ago): what
     to check, and the settings that name the host."""
     named = " or ".join(
-        f"ARXIV_{field.name.upper()}"
+        setting_variable(field)
         for field in dataclasses.fields(settings)
         if field.name.endswith("_url")
         and urllib.parse.urlsplit(getattr(settings, field.name)).hostname == host
@@ -2799,9 +2806,9 @@ class _Line:
 
 
 @dataclass(frozen=True)
-class _Text:
-    """A text to find sections in (converted Markdown or the raw text layer) and its candidate
-    heading lines."""
+class _Scanned:
+    """A text scanned for sections (converted Markdown or the raw text layer): the text, its
+    candidate heading lines and where its pages start."""
 
     text: str
     lines: list[_Line]
@@ -2935,8 +2942,8 @@ def _qualified(found: Sequence[Section]) -> list[Section]:
     return result
 
 
-def _place_outline(outline: Outline, source: _Text) -> list[Section]:
-    """Place an outline's sections in ``source``: sections with their starts, in reading order.
+def _place_outline(outline: Outline, scanned: _Scanned) -> list[Section]:
+    """Place an outline's sections in ``scanned``: sections with their starts, in reading order.
 
     A section starts at its heading line, searched from the top of its page (the converter's reading
     order can put a heading after the next one's), then back to the heading of the section ahead of
@@ -2946,14 +2953,14 @@ def _place_outline(outline: Outline, source: _Text) -> list[Section]:
     without a number takes the one printed with its heading, and numbers are qualified in outline
     order (the reading order can differ).  Back matter the outline leaves out is added
     (``_with_back_matter``)."""
-    lines, page_starts = source.lines, source.page_starts
+    lines, page_starts = scanned.lines, scanned.page_starts
     line_offsets = [line.offset for line in lines]
     found: list[Section] = []
     position, used = 0, set[int]()
     for entry in outline:
         if page_starts and entry.page > len(page_starts):
             break
-        if entry.page in source.missing:
+        if entry.page in scanned.missing:
             continue
         on_page = position
         if page_starts and entry.page >= 1:
@@ -2977,7 +2984,7 @@ def _place_outline(outline: Outline, source: _Text) -> list[Section]:
         else:
             page_start = page_starts[max(1, entry.page) - 1]
             listed = (
-                _reference_start(source.text, page_start)
+                _reference_start(scanned.text, page_start)
                 if _name_role(entry.title) == REFERENCES
                 else None
             )
@@ -2985,18 +2992,18 @@ def _place_outline(outline: Outline, source: _Text) -> list[Section]:
             offset = listed if listed is not None else max(page_start, ahead)
         found.append(
             dataclasses.replace(
-                entry, number=number, page=source.page_of(offset) or entry.page, start=offset
+                entry, number=number, page=scanned.page_of(offset) or entry.page, start=offset
             )
         )
-    return sorted(_qualified(_with_back_matter(found, source)), key=lambda section: section.start)
+    return sorted(_qualified(_with_back_matter(found, scanned)), key=lambda section: section.start)
 
 
-def _with_back_matter(found: list[Section], source: _Text) -> list[Section]:
-    """``found`` with the matter that outlines often leave out: each heading of ``source`` named
+def _with_back_matter(found: list[Section], scanned: _Scanned) -> list[Section]:
+    """``found`` with the matter that outlines often leave out: each heading of ``scanned`` named
     for a section that numbered papers leave unnumbered (``_UNNUMBERED_ROLES``: an Ethics
     statement, Acknowledgments, References) that no section of ``found`` has."""
     titles = {_match_key(section.title) for section in found}
-    for line in source.lines:
+    for line in scanned.lines:
         if (
             line.marked
             and _name_role(line.text) in _UNNUMBERED_ROLES
@@ -3007,7 +3014,7 @@ def _with_back_matter(found: list[Section], source: _Text) -> list[Section]:
                     number="",
                     title=line.text,
                     level=1,
-                    page=source.page_of(line.offset),
+                    page=scanned.page_of(line.offset),
                     start=line.offset,
                 )
             )
@@ -3015,12 +3022,12 @@ def _with_back_matter(found: list[Section], source: _Text) -> list[Section]:
     return found
 
 
-def _detected(source: _Text, paper_title: str) -> list[Section]:
+def _detected(scanned: _Scanned, paper_title: str) -> list[Section]:
     """Pick real section headings among the marked lines, when there is no outline: numbered
     ones with a plausible numbering, and well-known names (``_SECTION_NAMES``)."""
     numbering, title_key = _Numbering(), _match_key(paper_title)
     found: list[Section] = []
-    for line in source.lines:
+    for line in scanned.lines:
         if (
             not line.marked
             or _match_key(line.text) == title_key
@@ -3051,7 +3058,7 @@ def _detected(source: _Text, paper_title: str) -> list[Section]:
             level = 1
         else:
             continue
-        found.append(Section(number, title, level, source.page_of(line.offset), line.offset))
+        found.append(Section(number, title, level, scanned.page_of(line.offset), line.offset))
     return _qualified(found)
 
 
@@ -3067,16 +3074,16 @@ def _reference_start(text: str, start: int) -> int | None:
     return first.start() if first and found else None
 
 
-def _with_reference_list(found: list[Section], source: _Text) -> list[Section]:
+def _with_reference_list(found: list[Section], scanned: _Scanned) -> list[Section]:
     """``found`` with a References section for papers (PRB style) whose reference
     list has no heading: it starts at the list's first item."""
     if not found or any(_name_role(section.title) == REFERENCES for section in found):
         return found
-    start = _reference_start(source.text, found[0].start)
+    start = _reference_start(scanned.text, found[0].start)
     if start is None:
         return found
     return sorted(
-        [*found, Section("", "References", 1, source.page_of(start), start)],
+        [*found, Section("", "References", 1, scanned.page_of(start), start)],
         key=lambda section: section.start,
     )
 
@@ -3120,16 +3127,16 @@ def _with_ends(found: Sequence[Section], length: int) -> list[Section]:
     ]
 
 
-def _sections_in(source: _Text, outline: Outline = (), paper_title: str = "") -> list[Section]:
-    """The sections of ``source`` in reading order: the outline placed in it when it
+def _sections_in(scanned: _Scanned, outline: Outline = (), paper_title: str = "") -> list[Section]:
+    """The sections of ``scanned`` in reading order: the outline placed in it when it
     has three entries or more, else the headings detected in it; a reference list
     without a heading becomes References."""
     found = (
-        _place_outline(outline, source)
+        _place_outline(outline, scanned)
         if len(outline) >= _MIN_OUTLINE_ENTRIES
-        else _detected(source, paper_title)
+        else _detected(scanned, paper_title)
     )
-    return _with_ends(_with_reference_list(found, source), len(source.text))
+    return _with_ends(_with_reference_list(found, scanned), len(scanned.text))
 
 
 def find_sections(
@@ -3150,7 +3157,7 @@ def find_sections(
     A reference list without a heading becomes a References section.
     """
     return _sections_in(
-        _Text(markdown, _candidate_lines(markdown), page_starts, missing), outline, paper_title
+        _Scanned(markdown, _candidate_lines(markdown), page_starts, missing), outline, paper_title
     )
 
 
@@ -3333,10 +3340,10 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
                 lines.append(_Line(position, line.text, marked(line)))
             text.append(line.text + "\n")
             position += len(line.text) + 1
-    source = _Text("".join(text), _without_running_heads(lines), page_starts)
+    scanned = _Scanned("".join(text), _without_running_heads(lines), page_starts)
     return tuple(
         Section(s.number, s.title, s.level, s.page)
-        for s in _with_reference_list(_detected(source, ""), source)
+        for s in _with_reference_list(_detected(scanned, ""), scanned)
     )
 
 
@@ -4569,7 +4576,7 @@ def _estimated_overview(
             if raw.strip():
                 lines.append(_Line(offset, " ".join(raw.split()), True))
             offset += len(raw)
-    layer = _Text("".join(page_texts), lines, page_starts)
+    layer = _Scanned("".join(page_texts), lines, page_starts)
     return _overview(
         layer.text,
         _sections_in(layer, outline),
@@ -8303,11 +8310,11 @@ class WholeTextSource(TextSource):
             version, fallback = state.version, state.sources[-1] is not self
         cache, text_key = downloads.cache_for(version), _text_key(version, self.name)
         kept = _from_record(HtmlPaper, cache.get("text", text_key)) if cache is not None else None
-        text, from_disk = kept, kept is not None
+        parsed, from_disk = kept, kept is not None
         try:
-            if text is None:
+            if parsed is None:
                 page = self.page(downloads, state, version, fallback)
-                text, from_disk = self.parse(page.value, version), page.from_disk
+                parsed, from_disk = self.parse(page.value, version), page.from_disk
         except Exception as error:
             failure = _as_arxiv_error(
                 error, f"{self.label} of this paper could not be read (an internal error)."
@@ -8319,10 +8326,10 @@ class WholeTextSource(TextSource):
                 self.error = failure
             return
         if cache is not None and kept is None:
-            cache.put("text", text_key, _record(text))
-        overview = overview_of(text.text)
+            cache.put("text", text_key, _record(parsed))
+        overview = overview_of(parsed.text)
         with changed:
-            self.parsed, self.overview, self.from_disk = text, overview, from_disk
+            self.parsed, self.overview, self.from_disk = parsed, overview, from_disk
 
     def page(
         self, downloads: "PaperDownloads", state: "_PaperState", version: str, fallback: bool
@@ -8585,7 +8592,7 @@ class _PaperState(_Guarded):
         return own_paper(self.arxiv_id, parsed.front, _api_trouble(missing))
 
     @property
-    def text_error(self) -> ArxivError | None:
+    def text_failure(self) -> ArxivError | None:
         """Why its text cannot be had: the failure of the source it is read from."""
         return self.text_source.error
 
@@ -9606,18 +9613,18 @@ class PaperDownloads:
 
 
 def _understood(settings: Settings, sources: Sequence[type[TextSource]]) -> Settings:
-    """``settings``, their ``source`` (``ARXIV_SOURCE``) a policy that ``sources`` understands
+    """``settings``, their ``policy`` (``ARXIV_SOURCE``) one that ``sources`` understands
     ("auto", or a source's name: ``sources_of``): one it does not is logged (never echoed) and
     read as "auto"."""
     understood = ("auto", *(kind.name for kind in sources))
-    if settings.source in understood:
+    if settings.policy in understood:
         return settings
     log.warning("ARXIV_SOURCE must be one of %s; using auto", ", ".join(understood))
-    return dataclasses.replace(settings, source="auto")
+    return dataclasses.replace(settings, policy="auto")
 
 
 class PaperLibrary:
-    """Reads papers: one state per paper and source, shared by every call, kept in a bounded LRU
+    """Reads papers: one state per paper and policy, shared by every call, kept in a bounded LRU
     cache.
 
     A cold read fetches the paper's text first, then asks for the metadata: with the source "auto"
@@ -9644,16 +9651,16 @@ class PaperLibrary:
         cache: DiskCache | None = None,
         converters: Converters | None = None,
         ask_s2: bool = False,
-        sources: Sequence[type[TextSource]] = TEXT_SOURCES,
+        source_table: Sequence[type[TextSource]] = TEXT_SOURCES,
     ):
-        self.sources = tuple(sources)  # its text sources, in order of preference
-        self.settings = _understood(settings or SETTINGS, self.sources)
+        self.source_table = tuple(source_table)  # its text sources' kinds, in order of preference
+        self.settings = _understood(settings or SETTINGS, self.source_table)
         self.limiter = limiter or LIMITER
         self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
         # whether a paper's citation counts and venue are asked of Semantic Scholar (the server's)
         self.ask_s2 = ask_s2 and self.settings.s2_url != "off"
         self.scheduler = Scheduler(lambda: self.settings, self._job_done, converters)
-        # The least recently used first, by (id, source): a read from the PDF (``arxiv_markdown``'s)
+        # The least recently used first, by (id, policy): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
         self._states: OrderedDict[tuple[str, str], _PaperState] = OrderedDict()
         self.catalogue = Catalogue(self)
@@ -9779,7 +9786,7 @@ class PaperLibrary:
         )
 
     def papers(self) -> dict[tuple[str, str], _PaperState]:
-        """The papers in memory by (id, source), the least recently used first: a copy, to look at
+        """The papers in memory by (id, policy), the least recently used first: a copy, to look at
         (their states are read and written with ``scheduler.changed`` held)."""
         with self.scheduler.changed:
             return dict(self._states)
@@ -9790,17 +9797,17 @@ class PaperLibrary:
         and kept in memory for the next search, ``_FIND_KEPT`` papers at most (the least recently
         searched go first)."""
         with self.scheduler.changed:
-            texts = {
+            in_memory = {
                 state.paper.arxiv_id: _findable(state.paper.arxiv_id, state.paper.title, parsed)
                 for state in self._states.values()
                 if state.paper is not None
                 and (parsed := state.text_source.parsed_text())
                 and not state.forgotten
             }
-        yield from texts.values()
+        yield from in_memory.values()
         if self.cache is not None:
-            kept = dict(kind.kept() for kind in self.sources)
-            yield from self.find_corpus.kept_on_disk(self.cache, set(texts), kept)
+            kept = dict(kind.kept() for kind in self.source_table)
+            yield from self.find_corpus.kept_on_disk(self.cache, set(in_memory), kept)
 
     def read(
         self,
@@ -9814,7 +9821,7 @@ class PaperLibrary:
         HTML's, the PDF outline's, or the full text's when the PDF has none), the full text (the
         HTML's, or the first ``max_pages`` pages converted), sections (the pages of those sections,
         wherever they are) with figures, tables and equations, or passages.  ``policy`` (see
-        ``sources_of``; default: the settings' ``source``) says where the text may come from.
+        ``sources_of``; default: the settings' ``policy``) says where the text may come from.
 
         ``listener`` hears the steps of the read (download, pages converted). When ``deadline``
         (a limiter-clock time) passes first, this returns what is known with a note, or raises
@@ -9829,7 +9836,7 @@ class PaperLibrary:
                 searched := self.catalogue.searched(arxiv_id)
             ):
                 arxiv_id = searched.arxiv_id
-            key = (arxiv_id, policy or self.settings.source)
+            key = (arxiv_id, policy or self.settings.policy)
             state = self._states.get(key)
             if state is None:
                 state = self._start(key, listener)
@@ -9892,7 +9899,7 @@ class PaperLibrary:
             )
         state = self._states[key] = _PaperState(
             *key,
-            table=self.sources,
+            table=self.source_table,
             metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
             callers=_Callers(listeners=[listener] if listener else []),
         ).guard(self.scheduler.changed)
@@ -9906,8 +9913,8 @@ class PaperLibrary:
         with self.scheduler.changed:
             state.loading = False
             if state.metadata.error is not None or (
-                state.text_error is not None
-                and (state.text_error.transient or state.metadata.missing is not None)
+                state.text_failure is not None
+                and (state.text_failure.transient or state.metadata.missing is not None)
             ):
                 self._forget(state)  # the next call tries again
             self._evict()
@@ -10749,7 +10756,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         epilog="settings, from the environment (the README says what each does), with their "
         "defaults:\n"
         + "\n".join(
-            f"  ARXIV_{field.name.upper()}={field.default or '(empty)'}"
+            f"  {setting_variable(field)}={field.default or '(empty)'}"
             for field in dataclasses.fields(Settings)
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -342,7 +342,7 @@ def pdf_integrity(data: bytes, pdf: am.PdfText) -> Integrity:
     # the text's own sections alone (placing adds the back matter it finds in a text)
     placed = [
         section
-        for section in am._place_outline(tuple(text.sections), am._Text(raw, lines, page_starts))
+        for section in am._place_outline(tuple(text.sections), am._Scanned(raw, lines, page_starts))
         if section in text.sections
     ]
     sentences = [
@@ -1569,7 +1569,7 @@ def report_faults(pdfs: dict[str, bytes], runs: int) -> None:
     converter keeps being killed is asked again.  Reported: whether each read whole with the text
     of the clean read, and the time until all had, against the clean read's."""
     stand_in = serve(corpus_answer(pdfs))
-    settings = dataclasses.replace(stand_in_settings(stand_in), source="pdf")
+    settings = dataclasses.replace(stand_in_settings(stand_in), policy="pdf")
     papers = sorted(pdfs, key=lambda i: len(pdfs[i]))[:5]
 
     def kill_converters(until: float) -> int:

@@ -338,9 +338,9 @@ def rebuilt(env, monkeypatch, **parts):
     return library
 
 
-def paper_state(library, arxiv_id, source="auto"):
-    """The state of a paper in ``library`` (its public ``papers``), or None."""
-    return library.papers().get((arxiv_id, source))
+def paper_state(library, arxiv_id, policy="auto"):
+    """The state of a paper read by ``policy`` in ``library`` (its public ``papers``), or None."""
+    return library.papers().get((arxiv_id, policy))
 
 
 def wait_for(condition, seconds=10.0, what="the condition"):
@@ -359,7 +359,7 @@ def call(**arguments):
 def read_whole(library, arxiv_id, policy=None):
     """The paper with its full text, once ``library`` has it in memory, read and converted, else
     None: it asks nothing."""
-    state = library.papers().get((arxiv_id, policy or library.settings.source))
+    state = library.papers().get((arxiv_id, policy or library.settings.policy))
     with library.scheduler.changed:
         if state is None or state.loading:
             return None
@@ -545,13 +545,13 @@ def test_every_setting_is_in_the_readmes_table_with_its_default():
             r"^\| `(ARXIV_[A-Z0-9_]+)` \| ([^|]+) \|", (HERE / "README.md").read_text(), re.M
         )
     )
-    assert set(rows) == {f"ARXIV_{field.name.upper()}" for field in dataclasses.fields(am.Settings)}
+    assert set(rows) == {am.setting_variable(field) for field in dataclasses.fields(am.Settings)}
     for field in dataclasses.fields(am.Settings):
         default = field.default
         if isinstance(default, (int, float)) and not isinstance(default, bool):
-            assert rows[f"ARXIV_{field.name.upper()}"].strip() == f"`{default:g}`", field.name
-        elif field.name.endswith("_url") or field.name in ("source", "log_level"):
-            assert rows[f"ARXIV_{field.name.upper()}"].strip() == f"`{default}`", field.name
+            assert rows[am.setting_variable(field)].strip() == f"`{default:g}`", field.name
+        elif field.name.endswith("_url") or field.name in ("policy", "log_level"):
+            assert rows[am.setting_variable(field)].strip() == f"`{default}`", field.name
 
 
 def test_the_license_is_the_one_pyproject_names():
@@ -565,7 +565,7 @@ def test_help_lists_every_setting_with_its_default(capsys):
     assert exited.value.code == 0
     shown = capsys.readouterr().out
     for field in dataclasses.fields(am.Settings):
-        assert f"ARXIV_{field.name.upper()}={field.default or '(empty)'}\n" in shown, field.name
+        assert f"{am.setting_variable(field)}={field.default or '(empty)'}\n" in shown, field.name
 
 
 def readme_example():
@@ -609,7 +609,7 @@ def test_the_readmes_example_is_what_the_tool_answers(env, monkeypatch, page_onc
 
 def test_settings_defaults_and_overrides():
     default = am.Settings.from_env({})
-    assert (default.api_url, default.pdf_url, default.html_url, default.source) == (
+    assert (default.api_url, default.pdf_url, default.html_url, default.policy) == (
         "https://export.arxiv.org/api/query",
         "https://export.arxiv.org/pdf/{id}",
         "https://arxiv.org/html/{id}",
@@ -649,10 +649,10 @@ def test_settings_defaults_and_overrides():
     }
     assert am.Settings.from_env(
         {"ARXIV_SOURCE": "pdf", "ARXIV_HTML_URL": "https://mirror.example/h/{id}"}
-    ) == am.Settings(source="pdf", html_url="https://mirror.example/h/{id}")
+    ) == am.Settings(policy="pdf", html_url="https://mirror.example/h/{id}")
     assert am.Settings.from_env(
         {"ARXIV_SOURCE": "latex", "ARXIV_HTML_URL": "https://mirror.example/h/"}
-    ) == am.Settings(source="latex"), "the policy is the library's table to understand"
+    ) == am.Settings(policy="latex"), "the policy is the library's table to understand"
 
 
 def test_bad_settings_fall_back_to_defaults_without_echoing_the_value(caplog):
@@ -3443,7 +3443,7 @@ def test_numbering_checks_the_parents_of_dotted_numbers():
 def test_unnumbered_body_names_after_numbered_sections_are_not_sections():
     def found(texts):
         lines = [am._Line(index * 100, text, True) for index, text in enumerate(texts)]
-        return [section.label for section in am._detected(am._Text("", lines), "")]
+        return [section.label for section in am._detected(am._Scanned("", lines), "")]
 
     assert found(
         [
@@ -5434,7 +5434,7 @@ def test_a_page_that_is_not_the_paper_falls_back_to_the_pdf(html_env, spoil):
 
 
 def test_the_source_setting_and_arxiv_markdown_choose_per_read(html_env, monkeypatch):
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, source="pdf"))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, policy="pdf"))
     assert "from the PDF." in call(paper="2203.00274v2")
     assert "/html/2203.00274v2" not in paths(html_env)
     assert "## Full Text (PDF)" in am.arxiv_markdown("https://arxiv.org/abs/2203.00274v2")
@@ -5442,7 +5442,7 @@ def test_the_source_setting_and_arxiv_markdown_choose_per_read(html_env, monkeyp
     assert (
         "## Full Text (HTML)" in html and r"$$Q=HW^{Q},\quad V=HW^{V},\quad K=HW^{K}$$ (1)" in html
     )
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, source="html"))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, policy="html"))
     del html_env.htmls["2203.00274v2"]
     html_env.feeds["1111.2011v2"] = ATOM_1111
     only_html = call(paper="1111.2011v2")
@@ -7536,7 +7536,7 @@ def test_a_third_text_source_is_one_subclass_and_one_table_entry(env):
     env.script["/plain/"] = [FakeResponse(PLAIN_PAPER.encode(), plain, "text/plain")] * 3
     settings = am.Settings(deadline=600, html_url="https://arxiv.org/plain/{id}")
     library = am.PaperLibrary(
-        settings, env.library.limiter, sources=(PlainTextSource, am.PdfSource)
+        settings, env.library.limiter, source_table=(PlainTextSource, am.PdfSource)
     )
     try:
         overview = am.arxiv_tool(paper="1111.2011v2", library=library)
@@ -7557,7 +7557,7 @@ def test_a_third_text_source_is_one_subclass_and_one_table_entry(env):
     capped = am.PaperLibrary(
         dataclasses.replace(settings, max_chars=1_200),
         env.library.limiter,
-        sources=(PlainTextSource,),
+        source_table=(PlainTextSource,),
     )
     try:
         env.script["/plain/"] = [FakeResponse(PLAIN_PAPER.encode(), plain, "text/plain")]
@@ -8003,7 +8003,7 @@ def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypa
     monkeypatch.setenv("ATTEMPTS", str(tmp_path / "attempts"))
     process = converter_process(html_env.library, AbortingConverter)
     html_env.teardown.append(process.stop)
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(policy="pdf", deadline=600))
     assert "## Sections" in call(paper="1111.2011v2")  # its structure pass went well
     first = process.generation.process.pid
     answer = call(paper="1111.2011v2", section="V")
@@ -8030,7 +8030,7 @@ def test_a_converter_killed_mid_job_loses_no_paper(html_env, monkeypatch, tmp_pa
     monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05,) * 5)
     process = converter_process(html_env.library, KilledConverter)
     html_env.teardown.append(process.stop)
-    settings = am.Settings(source="pdf", deadline=600, max_pages=4)  # "full": the first 4 pages
+    settings = am.Settings(policy="pdf", deadline=600, max_pages=4)  # "full": the first 4 pages
     monkeypatch.setattr(html_env.library, "settings", settings)
     papers, read = ("1111.2011v2", "2203.00274v2"), {}
     readers = [
@@ -8071,7 +8071,7 @@ def test_a_converter_killed_again_and_again_fails_the_read_for_now_only(
     monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05,))
     process = converter_process(html_env.library, KilledConverter)
     html_env.teardown.append(process.stop)
-    settings = am.Settings(source="pdf", deadline=600, max_pages=2)  # "full": the first 2 pages
+    settings = am.Settings(policy="pdf", deadline=600, max_pages=2)  # "full": the first 2 pages
     monkeypatch.setattr(html_env.library, "settings", settings)
     stop = threading.Event()
 
@@ -8125,7 +8125,7 @@ def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page
     # as the server's
     html_env.library.scheduler.structure_converter = am.ConverterProcess(layout=False)
     html_env.teardown += [process.stop, html_env.library.scheduler.structure_converter.stop]
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(source="pdf", deadline=600))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(policy="pdf", deadline=600))
     assert "V Discussion" in call(paper="1111.2011v2")
     wait_for((tmp_path / "stuck").exists, what="the background conversion to begin")
     started = time.perf_counter()
@@ -8140,7 +8140,7 @@ def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkey
     process = converter_process(html_env.library, QuickConverter)
     html_env.teardown.append(process.stop)
     monkeypatch.setattr(
-        html_env.library, "settings", am.Settings(source="pdf", converter_idle=1.0, deadline=600)
+        html_env.library, "settings", am.Settings(policy="pdf", converter_idle=1.0, deadline=600)
     )
     assert "Benchmark" in call(paper="2203.00274v2", section="full")
     first = process.generation.process
@@ -8157,7 +8157,7 @@ def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_fo
     html_env.teardown.append(structures.stop)
     # Idle for 0.2 s: less than a new converter takes to start and render.
     monkeypatch.setattr(
-        html_env.library, "settings", am.Settings(source="pdf", converter_idle=0.2, deadline=600)
+        html_env.library, "settings", am.Settings(policy="pdf", converter_idle=0.2, deadline=600)
     )
     assert "V Discussion" in call(paper="1111.2011v2")
     wait_for(lambda: structures.generation is None, what="the idle converter to exit")
