@@ -316,7 +316,9 @@ def _canonical_id(text: str) -> str | None:
             return f"{m['yy']}{m['mm']}.{m['number']}{version}"
         return None
     if m := _LEGACY_ID.fullmatch(text):
-        archive, year, month = m["archive"].lower(), int(m["yy"]), int(m["mm"])
+        archive = m["archive"].lower()
+        year = int(m["yy"])
+        month = int(m["mm"])
         # The old scheme ran from August 1991 to March 2007.
         in_range = (year, month) >= (91, 8) if year >= 91 else (year, month) <= (7, 3)
         if archive in LEGACY_ARCHIVES and in_range:
@@ -358,7 +360,8 @@ def parse_arxiv_id(text: str) -> str | None:
     ):
         parts = urllib.parse.urlsplit(text if "://" in text else f"https://{text}")
         try:
-            host, port = parts.hostname, parts.port
+            host = parts.hostname
+            port = parts.port
         except ValueError:  # a malformed port
             return None
         if (
@@ -531,7 +534,9 @@ _EARLIER_REQUEST = "Timed out waiting for an earlier arXiv request to finish; tr
 # The urgency of a request, the smallest first: a search or metadata is one quick request that a
 # caller waits for; a PDF a caller waits for is a larger one; a request whose callers all gave up is
 # background work.
-URGENT_SMALL, URGENT_PDF, URGENT_BACKGROUND = 0, 1, 2
+URGENT_SMALL = 0
+URGENT_PDF = 1
+URGENT_BACKGROUND = 2
 
 
 def _small() -> int:
@@ -809,7 +814,8 @@ class SharedLimiter(RateLimiter):
         intervals: Mapping[str, float] | None = None,
     ):
         super().__init__(interval, clock, sleep, intervals=intervals)
-        self.folder, self.wall = os.path.join(folder, _LOCKS), wall
+        self.folder = os.path.join(folder, _LOCKS)
+        self.wall = wall
         self.shared = True
 
     def _lock(self, name: str, until: float) -> int | None:
@@ -917,7 +923,8 @@ _NETWORK_REASONS: tuple[
 # Seconds before a host that could not be reached is tried again within a call (once), and for
 # which it is then remembered as unreachable, for every caller: the network's return is noticed by
 # the first call after it.
-_UNREACHABLE_RETRY, _UNREACHABLE_FOR = 1.0, 30.0
+_UNREACHABLE_RETRY = 1.0
+_UNREACHABLE_FOR = 30.0
 
 
 def _network_fault(error: BaseException) -> _RetryableError:
@@ -1015,7 +1022,9 @@ def _get_once(request: Request, timeout: float, settings: Settings) -> HttpRespo
     """One request with no retry and no redirect followed (a GET, or a POST of its ``data``);
     maps every failure to ArxivError, _ThrottleAnswer, _RetryableError, _StatusError or, for a
     redirect, _Redirected."""
-    url, max_bytes, who = request.url, request.max_bytes, request.service.who
+    url = request.url
+    max_bytes = request.max_bytes
+    who = request.service.who
     accept = request.accept or request.service.accept
     headers = {"User-Agent": settings.user_agent, "Accept": accept, **request.headers}
     try:
@@ -1068,7 +1077,8 @@ def _hop(request: Request, redirect: _Redirected, settings: Settings) -> Request
     asked, over the same scheme (an API key never leaves its host, nor travels in clear text), its
     body only on a 307 or 308.  ArxivError, before anything is sent, when the target is outside
     ``settings.allowed_hosts``."""
-    target, source = urllib.parse.urlsplit(redirect.location), urllib.parse.urlsplit(request.url)
+    target = urllib.parse.urlsplit(redirect.location)
+    source = urllib.parse.urlsplit(request.url)
     if target.scheme not in ("http", "https") or target.hostname not in settings.allowed_hosts:
         raise ArxivError(
             f"{request.service.who} redirected the request to another host, which this server "
@@ -1155,9 +1165,12 @@ class Sender:
         """``send`` to one URL, with its retries, each attempt in its host's turn; waits for
         cool-downs until ``patient_until`` (a ``limiter.clock()`` time).  Raises _Redirected for a
         redirect, unfollowed."""
-        limiter, service, deadline = self.limiter, request.service, self.deadline
+        limiter = self.limiter
+        service = request.service
+        deadline = self.deadline
         host = self._host(request)
-        reason, throttled = "no attempt was made", False
+        reason = "no attempt was made"
+        throttled = False
         unreachable = 0  # attempts in a row that found the host unreachable: the second is the last
         for attempt in range(self.settings.retries + 1):
             if deadline is not None and deadline <= limiter.clock():
@@ -1179,7 +1192,8 @@ class Sender:
                 limiter.cool_down(service.name, throttle.retry_after)
                 throttled = True
             except _RetryableError as error:
-                reason, throttled = error.reason, False
+                reason = error.reason
+                throttled = False
                 unreachable = unreachable + 1 if error.unreachable else 0
                 if attempt == self.settings.retries or unreachable == 2:
                     break
@@ -1724,7 +1738,8 @@ def format_search(request: SearchRequest, feed: Feed, cited: Mapping[str, int] =
             f"# arXiv search\nNo results for {sent}. Try fewer or broader terms, or other "
             "categories."
         )
-    first, last = request.start + 1, request.start + len(feed.papers)
+    first = request.start + 1
+    last = request.start + len(feed.papers)
     broad = (
         f"{_thousands(feed.total)} papers match: narrow the search with fields (ti:, au:, abs:), "
         "categories or a date range."
@@ -1958,7 +1973,9 @@ _S2_UNKNOWN = (
 _S2_SLOW = f"{_S2} is slow to answer; it is asked in the background: call again shortly."
 _S2_COUNTS_WAIT = 1.5  # seconds a page of search results waits for its citation counts
 _S2_WAIT = 5.0  # seconds a BibTeX entry or the citing papers wait for Semantic Scholar
-_CITING_SENTENCES, _CITING_CHARS = 2, 300  # of each citing paper shown: sentences, and their size
+# of each citing paper shown: sentences, and their size
+_CITING_SENTENCES = 2
+_CITING_CHARS = 300
 # Venues that are arXiv itself: a paper with no other is a preprint.
 _PREPRINT_VENUES = frozenset({"", "arxiv", "arxiv.org"})
 
@@ -2062,14 +2079,16 @@ class LinkedPapers:
 class CitingPapers(LinkedPapers):
     """The papers that cite one, the newest first."""
 
-    path, side = "citations", "citingPaper"
+    path = "citations"
+    side = "citingPaper"
     fields = f"{LinkedPapers.fields},intents,contexts"
 
 
 class CitedPapers(LinkedPapers):
     """The papers that one cites (its references), in Semantic Scholar's order, not the paper's."""
 
-    path, side = "references", "citedPaper"
+    path = "references"
+    side = "citedPaper"
 
 
 def parse_linked(body: bytes, kind: type[LinkedPapers], limit: int) -> LinkedPapers:
@@ -2451,8 +2470,11 @@ def _hidden_spans(
         for span in [
             span for line in lines for span in line["spans"] if hiding.get(id(span)) in _SHOWN_BY
         ]:
-            box, colour, shown = span["bbox"], _srgb(span["color"]), _SHOWN_BY[hiding[id(span)]]
-            x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+            box = span["bbox"]
+            colour = _srgb(span["color"])
+            shown = _SHOWN_BY[hiding[id(span)]]
+            x = (box[0] + box[2]) / 2
+            y = (box[1] + box[3]) / 2
             if any(
                 r[0] <= x <= r[2] and r[1] <= y <= r[3] and shown(colour, under)
                 for r, under in beneath
@@ -2518,7 +2540,8 @@ def _page_blocks(page: "pymupdf.Page") -> tuple[list[str], list[Hidden]]:
 
 def _passages(page_blocks: Sequence[Sequence[str]]) -> tuple[Passage, ...]:
     """Every text block of the paper as a Passage, with its offset in the raw text."""
-    passages, offset = [], 0
+    passages = []
+    offset = 0
     for page, blocks in enumerate(page_blocks, start=1):
         for block in blocks:
             if text := _clean_passage(block):
@@ -2667,7 +2690,8 @@ def _split_number(heading: str) -> tuple[str, str]:
     m = _NUMBERED.fullmatch(heading)
     if not m:
         return "", heading
-    number, title = m["number"].rstrip("."), m["title"].strip()
+    number = m["number"].rstrip(".")
+    title = m["title"].strip()
     first = number.split(".")[0]
     if first.isalpha() and len(first) > 1 and not _ROMAN.fullmatch(first.upper()):
         return "", heading  # a word, not a number
@@ -2710,7 +2734,8 @@ def _to_roman(value: int) -> str:
     out = ""
     for amount, numeral in numerals:
         while value >= amount:
-            out, value = out + numeral, value - amount
+            out = out + numeral
+            value = value - amount
     return out
 
 
@@ -2742,7 +2767,9 @@ class _Numbering:
         self.letter: str | None = None
 
     def restart(self) -> None:
-        self.styles, self.last, self.letter = [], {}, None
+        self.styles = []
+        self.last = {}
+        self.letter = None
 
     def place(self, number: str) -> int | None:
         """The level of a heading numbered ``number``, or None if it is implausible here."""
@@ -2771,14 +2798,18 @@ class _Numbering:
                     self.last[depth] = part
         else:
             if head.isdigit():
-                style, value = "arabic", int(head)
+                style = "arabic"
+                value = int(head)
             elif len(head) == 1 and (
                 not _ROMAN.fullmatch(head)
                 or (self.letter is not None and ord(head) == ord(self.letter) + 1)
             ):
-                style, value = "letter", ord(head) - 64  # "C" after "B" is a letter, not 100
+                # "C" after "B" is a letter, not 100
+                style = "letter"
+                value = ord(head) - 64
             else:
-                style, value = "roman", _roman_value(head)
+                style = "roman"
+                value = _roman_value(head)
             level = (self.styles.index(style) if style in self.styles else len(self.styles)) + 1
         previous = self.last.get(level)
         if previous is not None and not previous < value <= previous + self._MAX_STEP:
@@ -2822,7 +2853,8 @@ class _Scanned:
 
 # pymupdf4llm's markers around the text it found in a picture (axis labels, diagram words): never a
 # heading, and never left in a clean page (``_repaired``).
-_PICTURE_START, _PICTURE_END = "<!-- Start of picture text -->", "<!-- End of picture text -->"
+_PICTURE_START = "<!-- Start of picture text -->"
+_PICTURE_END = "<!-- End of picture text -->"
 # how a Markdown table, quote, image, HTML or code line starts
 _NOT_PROSE = ("|", ">", "!", "<", "```")
 
@@ -2839,7 +2871,9 @@ def _line_text(markdown_line: str) -> str:
 def _candidate_lines(markdown: str) -> list[_Line]:
     """Lines that could be headings: outside picture text and tables, and not running page
     headers."""
-    lines, offset, in_picture = [], 0, False
+    lines = []
+    offset = 0
+    in_picture = False
     for raw in markdown.splitlines(keepends=True):
         stripped = raw.strip()
         if stripped.startswith(_PICTURE_START):
@@ -2876,7 +2910,8 @@ def _without_running_heads(lines: list[_Line]) -> list[_Line]:
 def _matches(text: str, marked: bool, entry: Section) -> bool:
     """Whether a line's ``text`` (``marked`` as a heading or not) is the heading of an outline entry
     (printed with or without its number)."""
-    want, want_name = _match_key(entry.label), _match_key(entry.title)
+    want = _match_key(entry.label)
+    want_name = _match_key(entry.title)
     have = _match_key(text)
     return (
         have in (want, want_name)
@@ -2932,7 +2967,8 @@ def _qualified(found: Sequence[Section]) -> list[Section]:
     parents: dict[int, str] = {}
     result = []
     for section in found:
-        number, level = section.number, section.level
+        number = section.number
+        level = section.level
         parent = parents.get(level - 1, "")
         if number and parent and "." not in number and level > 1:
             number = f"{parent}.{number}"
@@ -2953,10 +2989,12 @@ def _place_outline(outline: Outline, scanned: _Scanned) -> list[Section]:
     without a number takes the one printed with its heading, and numbers are qualified in outline
     order (the reading order can differ).  Back matter the outline leaves out is added
     (``_with_back_matter``)."""
-    lines, page_starts = scanned.lines, scanned.page_starts
+    lines = scanned.lines
+    page_starts = scanned.page_starts
     line_offsets = [line.offset for line in lines]
     found: list[Section] = []
-    position, used = 0, set[int]()
+    position = 0
+    used = set[int]()
     for entry in outline:
         if page_starts and entry.page > len(page_starts):
             break
@@ -2971,7 +3009,8 @@ def _place_outline(outline: Outline, scanned: _Scanned) -> list[Section]:
             index, heading = _heading_line(lines, entry, range(position, on_page), used)
         number = entry.number
         if index is not None:
-            offset, position = lines[index].offset, index + 1
+            offset = lines[index].offset
+            position = index + 1
             used.add(index)
             # Bookmarks often omit the number that the page prints, on the line or just before it.
             # Back matter has none: a number there is the page's.
@@ -3025,7 +3064,8 @@ def _with_back_matter(found: list[Section], scanned: _Scanned) -> list[Section]:
 def _detected(scanned: _Scanned, paper_title: str) -> list[Section]:
     """Pick real section headings among the marked lines, when there is no outline: numbered
     ones with a plausible numbering, and well-known names (``_SECTION_NAMES``)."""
-    numbering, title_key = _Numbering(), _match_key(paper_title)
+    numbering = _Numbering()
+    title_key = _match_key(paper_title)
     found: list[Section] = []
     for line in scanned.lines:
         if (
@@ -3271,8 +3311,10 @@ def _page_lines(page: "pymupdf.Page") -> list[_TextLine]:
         if beside:
             title = min(beside, key=lambda line: line.x0)
             joined.add(title)
-            number.text, number.x1 = f"{number.text} {title.text}", title.x1
-            number.bold, number.italic = title.bold, title.italic
+            number.text = f"{number.text} {title.text}"
+            number.x1 = title.x1
+            number.bold = title.bold
+            number.italic = title.italic
     return [line for line in lines if line not in joined]
 
 
@@ -3319,7 +3361,10 @@ def _font_outline(doc: "pymupdf.Document", pages: int) -> Outline:
             or (capitals and bool(_name_role(title)))
         )
 
-    lines, page_starts, text, position = [], [], [], 0
+    lines = []
+    page_starts = []
+    text = []
+    position = 0
     for page in page_lines:
         page_starts.append(position)
         joined: list[_TextLine] = []
@@ -3469,7 +3514,8 @@ _NAMED_CONTENT = 5
 # Prose has words in lower case: three, or in a short sentence two that are this share of its words;
 # a run-in heading ("Transformers for Tabular Data.") or a figure's labels ("Patents 8% Scientific
 # 17% …") has fewer.
-_PROSE_WORDS, _PROSE_SHARE = 3, 0.4
+_PROSE_WORDS = 3
+_PROSE_SHARE = 0.4
 _LOWER_WORD = re.compile(r"(?<!\S)\W*[a-z]")
 # A footnote's line in the raw text layer: its mark, then a link or a word set right against it
 # ("1 https://…", "2We fixed …").
@@ -4174,7 +4220,8 @@ def _repaired(
         regions.extend(group)
         for i in members:
             replacement[i] = _equation_line(group, approximate) if i == members[0] else ""
-    parts, position = {}, 0
+    parts = {}
+    position = 0
     for i, ((start, end), box) in enumerate(zip(ranges, found)):
         if start < position:  # overlapping ranges: the earlier box has the text
             continue
@@ -4333,7 +4380,8 @@ def _equation_pages(page_texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
 # The pages a margin line recurs on to be furniture, at least (a heading is printed once), and as a
 # share of all (a running head is on every page or every other; an author list's or a figure's
 # lines at a margin recur less).
-_FURNITURE_PAGES, _FURNITURE_SHARE = 3, 0.2
+_FURNITURE_PAGES = 3
+_FURNITURE_SHARE = 0.2
 _FURNITURE_LETTERS = 4  # fewer letters are an author list's marks ("a", "b") or an axis's unit
 
 
@@ -4569,7 +4617,9 @@ def _estimated_overview(
     when the outline has too few entries (then only the converted text can tell the sections)."""
     if len(outline) < _MIN_OUTLINE_ENTRIES:
         return None
-    lines, page_starts, offset = [], [], 0
+    lines = []
+    page_starts = []
+    offset = 0
     for page_text in page_texts:
         page_starts.append(offset)
         for raw in page_text.splitlines(keepends=True):
@@ -4678,7 +4728,10 @@ class PaperText:
         without a heading line (a bare reference list) gets one inserted."""
         markdown = pdf.markdown
         page_starts = list(itertools.accumulate(map(len, pdf.pages[:-1]), initial=0))
-        parts, placed, position, length = [], [], 0, 0
+        parts = []
+        placed = []
+        position = 0
+        length = 0
         for section in find_sections(markdown, pdf.outline, paper_title, page_starts, pdf.missing):
             line_end = markdown.find("\n", section.start)
             line_end = len(markdown) if line_end < 0 else line_end
@@ -4686,7 +4739,8 @@ class PaperText:
             if _match_key(section.title) not in _match_key(
                 _line_text(markdown[section.start : line_end])
             ):
-                line_end, heading = section.start, heading + "\n\n"
+                line_end = section.start
+                heading = heading + "\n\n"
             parts += [markdown[position : section.start], heading]
             length += section.start - position
             placed.append(dataclasses.replace(section, start=length))
@@ -5128,7 +5182,8 @@ class _LatexmlWriter(_LatexmlInline):
     def emit(self, text: str) -> None:
         text = text.strip()
         if self.run_in and text:
-            text, self.run_in = f"{self.run_in} {text}", ""
+            text = f"{self.run_in} {text}"
+            self.run_in = ""
         if text:
             self.blocks.append(text)
         if self.notes:
@@ -5236,15 +5291,16 @@ class _LatexmlWriter(_LatexmlInline):
         caption = next(
             (c for c in node.children if isinstance(c, _Node) and c.tag == "figcaption"), None
         )
-        tag = caption and next(
-            caption.find_all(lambda n: n.has("ltx_tag_figure", "ltx_tag_table")), None
-        )
+        tag = None
+        if caption is not None:
+            tag = next(caption.find_all(lambda n: n.has("ltx_tag_figure", "ltx_tag_table")), None)
         label = _CAPTION_LABEL.match(self.line(tag) + ":") if tag else None
         if caption is None or label is None:
             held = self.held(node, caption if self.figures else None, level)
             self.blocks += [self.line(tag)] + held if held and tag and self.figures else held
             return
-        kind, number = _kind_of(label["kind"]), label["number"]
+        kind = _kind_of(label["kind"])
+        number = label["number"]
         text = self.line(caption)
         panels = [
             self.line(c)
@@ -5274,7 +5330,8 @@ class _LatexmlWriter(_LatexmlInline):
             ),
             level,
         )
-        held, self.blocks[start:] = self.blocks[start:], []
+        held = self.blocks[start:]
+        self.blocks[start:] = []
         # what stands in them is written where they are, in one block or from ``start`` on
         self.places.update({label: start for label, at in self.places.items() if at > start})
         return held
@@ -5370,7 +5427,9 @@ class _LatexmlWriter(_LatexmlInline):
                 (c for c in tds if next(c.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)), None)),
                 None,
             )
-            tag = tag_cell and next(tag_cell.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)))
+            tag = None
+            if tag_cell is not None:
+                tag = next(tag_cell.find_all(lambda n: n.has(*_LTX_EQUATION_TAGS)))
             math = [
                 self.inline(c, tex=True).strip() for c in tds if not c.has(*_LTX_EQUATION_NOT_MATH)
             ]
@@ -5390,7 +5449,11 @@ class _LatexmlWriter(_LatexmlInline):
     def paper(self, front: FrontMatter) -> "HtmlPaper":
         """What was written, as a paper: the blocks joined into one text with its sections, each
         block not a heading a passage, each hidden passage at its mark."""
-        markdown, sections, passages, offset, offsets = [], [], [], 0, []
+        markdown = []
+        sections = []
+        passages = []
+        offset = 0
+        offsets = []
         for index, block in enumerate(self.blocks):
             offsets.append(offset)
             if index in self.headings:
@@ -5520,11 +5583,9 @@ def _html_front(article: _Node, page: str, arxiv_id: str | None) -> FrontMatter:
     def first(name: str) -> _Node | None:
         return next(article.find_all(lambda node: node.has(name)), None)
 
-    title, abstract, block = (
-        first("ltx_title_document"),
-        first("ltx_abstract"),
-        first("ltx_authors"),
-    )
+    title = first("ltx_title_document")
+    abstract = first("ltx_abstract")
+    block = first("ltx_authors")
     names = (
         []
         if block is None
@@ -5697,7 +5758,8 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
     equations ("figure 3", "table I", "eq. (5)"; "figures" lists them), recognised first so that
     "2, figure 3" reads section 2 and figure 3.  With ``find``, ``section`` names the sections to
     search in."""
-    choice, words = (section or "").strip(), (find or "").strip()
+    choice = (section or "").strip()
+    words = (find or "").strip()
     parts = [part for part in (p.strip() for p in choice.split(",")) if part]
     if "find" in (part.lower() for part in parts):
         return (
@@ -5728,7 +5790,8 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
         return ReadRequest(READ_MODES["find"], tuple(parts), words=words)
     if mode.name != "sections":
         return ReadRequest(mode)
-    visuals, sections = [], []
+    visuals = []
+    sections = []
     for part in parts:
         if part.lower() in _LIST_REQUESTS:
             visuals.append(VisualRequest(""))
@@ -5879,7 +5942,8 @@ def _numbered_entries(text: str) -> list[tuple[int, int]]:
     numbers (``[1]``, or ``1`` at a line start) run from 1; else []."""
     for pattern in (_BRACKETED_ENTRY, _NUMBERED_ENTRY):
         starts = [(m.start(1), int(m[1])) for m in pattern.finditer(text)]
-        numbers, count = {number for _, number in starts}, 0
+        numbers = {number for _, number in starts}
+        count = 0
         while count + 1 in numbers:
             count += 1
         if count >= _MIN_NUMBERED:
@@ -5896,7 +5960,8 @@ def reference_entries(text: str) -> int:
 
 def _references_summary(text: str) -> str:
     """What the overview says of a reference list: ``64 entries, 31 with an arXiv id``."""
-    entries, ids = reference_entries(text), len(cited_arxiv_ids(text))
+    entries = reference_entries(text)
+    ids = len(cited_arxiv_ids(text))
     if entries:
         return f"{entries} entries, {ids} with an arXiv id"
     return f"{ids} arXiv {_plural(ids, 'id')} cited" if ids else ""
@@ -6008,7 +6073,8 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
     arXiv id (``cited_arxiv_ids``) or DOI it names, and the sections where the rest of the text
     cites it: by number in a numbered list, else by first author and year (with its letter), an
     entry counted only when it alone has them."""
-    entries, numbered = _entry_texts(text.body(listed)), bool(_numbered_entries(text.body(listed)))
+    entries = _entry_texts(text.body(listed))
+    numbered = bool(_numbered_entries(text.body(listed)))
     keys: dict[Any, list[int]] = {}
     for index, entry in enumerate(entries):
         keys.setdefault(_entry_key(entry, index + 1 if numbered else None), []).append(index)
@@ -6018,7 +6084,8 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
     # a paper cites one way: raised numbers are its citations only where none is in brackets (else
     # they are its footnotes' marks)
     for citation in [c for c in citations if c[0].startswith("[")] or citations:
-        section, named = _section_at(text.sections, citation.start()), _cited_keys(citation)
+        section = _section_at(text.sections, citation.start())
+        named = _cited_keys(citation)
         # before the first section a raised number is an affiliation's mark
         marks = section is None and citation[0].startswith("<")
         for key in named if 0 not in named and not marks else ():  # no entry is 0: "[0, 1]"
@@ -6074,7 +6141,8 @@ def _with_s2_reference(entry: Reference, found: Linked) -> Reference:
 
 def _s2_reference(entry: Reference, cited: LinkedPapers) -> Linked | None:
     """The one of ``cited`` that ``entry`` is (``with_semantic_scholar``), or None."""
-    printed, (surname, year) = _match_key(entry.text), _entry_key(entry.text, None)
+    printed = _match_key(entry.text)
+    surname, year = _entry_key(entry.text, None)
     fits = (
         [
             paper
@@ -6200,7 +6268,8 @@ _PASSAGE_WINDOW = 600  # characters of a long paragraph shown around its first m
 
 def _fold(text: str) -> tuple[str, list[int]]:
     """``text`` in lower case without accents, with the index in ``text`` of each character."""
-    folded, where = [], []
+    folded = []
+    where = []
     for index, ch in enumerate(text):
         for part in unicodedata.normalize("NFKD", ch):
             if not unicodedata.combining(part):
@@ -6247,7 +6316,8 @@ def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
     # The text's own bold runs, between its "**" marks: a match inside one or across a mark stays as
     # it is, since marks of its own would break the run.
     marks = [m.start() for m in re.finditer(r"\*\*", text)]
-    out, position = [], start
+    out = []
+    position = start
     for left, right in runs:
         opened = bisect.bisect(marks, left)
         if left < position or right > end or opened % 2 or opened != bisect.bisect(marks, right):
@@ -6652,9 +6722,11 @@ def _titles(sections: Sequence[Section]) -> str:
     """Sections' labels on one line, each one's subsections in parentheses after it, in reading
     order:
     ``"3.1 Stacks · 3.2 Attention (3.2.1 Scaled · 3.2.2 Multi-Head) · 3.3 Feed-Forward"``."""
-    parts, index = [], 0
+    parts = []
+    index = 0
     while index < len(sections):
-        head, end = sections[index], _end_of(sections, index)
+        head = sections[index]
+        end = _end_of(sections, index)
         parts.append(
             head.label + (f" ({_titles(sections[index + 1 : end])})" if end > index + 1 else "")
         )
@@ -6679,7 +6751,8 @@ def _section_rows(rows: Sequence[SectionSummary], fit: _Fit) -> str:
             shown.append((row, [], index >= back))
     lines = []
     for row, listed, appendix in shown:
-        section, counted = row.section, fit.appendix_counted if appendix else fit.body_counted
+        section = row.section
+        counted = fit.appendix_counted if appendix else fit.body_counted
         size = _size(row.chars, row.estimated)
         if listed and counted:
             inner = sum(s.level == section.level + 1 for s in listed)
@@ -7047,7 +7120,8 @@ def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], s
     entries: list[str] = []
     terms = _find_terms(query)
     for hit in hits[:_FIND_PASSAGES]:
-        count, page = sum(hit.counts), f", p. {hit.passage.page}" if hit.passage.page else ""
+        count = sum(hit.counts)
+        page = f", p. {hit.passage.page}" if hit.passage.page else ""
         where = hit.section.label if hit.section else "front matter"
         entry = (
             f"{len(entries) + 1}. {label(hit)}**{where}**{page} ({count} "
@@ -7063,7 +7137,8 @@ def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], s
 # Finding across papers: the ones named, or every paper this server has read, on one scale.
 _FIND_PAPERS = 10  # papers one `find` names at most
 # BM25's usual weights: how fast repeats saturate, how much length counts
-_BM25_K1, _BM25_B = (1.2, 0.75)
+_BM25_K1 = 1.2
+_BM25_B = 0.75
 # BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not
 # against the average: a raw text layer's blocks can be lines of 100 characters, against which every
 # paragraph is long.
@@ -7144,7 +7219,10 @@ def find_across(
     the longer it is past ``_PASSAGE_WINDOW``, so that a long paper's many long passages do not
     crowd out a short paper's better one; ties go to each paper in turn.  Also each paper's title
     and count of matching passages, in the order given, and how many passages were searched."""
-    terms, hits, counts, searched = _find_terms(query), [], {}, 0
+    terms = _find_terms(query)
+    hits = []
+    counts = {}
+    searched = 0
     holding: Counter[int] = Counter()
     for paper in papers:
         found = _term_counts(paper.passages, terms)
@@ -7242,8 +7320,10 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
     more."""
     counts = Counter(item.announce_type.partition("-")[0] for item in listing.items)
     shown = _found_in_listing(listing, find) if find else listing.items
-    first, last = request.start + 1, min(request.start + request.max_results, len(shown))
-    more, again = request.call(start=last), request.call(start=0)[:-1]
+    first = request.start + 1
+    last = min(request.start + request.max_results, len(shown))
+    more = request.call(start=last)
+    again = request.call(start=0)[:-1]
     wider = (
         f" (up to {MAX_RESULTS} a page with `max_results`)"
         if request.max_results < MAX_RESULTS
@@ -7416,6 +7496,19 @@ def _why_no_image(reading: "Reading", visual: VisualRequest, unshown: bool) -> s
     return ""
 
 
+def _imaged(
+    reading: "Reading", visual: VisualRequest, page: int, region: bool, image: Image, text: str
+) -> str:
+    """A figure, table or equation's part of the answer, with its ``image`` of ``page`` (of its
+    ``region``, else the whole page): where it is, the image's size, and its ``text``."""
+    section = _visual_section(reading, visual, page)
+    where = f"p. {page}" + (f', section "{section.label}"' if section else "")
+    size = f"image {image.width}×{image.height} px" + ("" if region else _WHOLE_PAGE)
+    if visual.kind == "Equation" and region:
+        return f"**{visual.label}** ({where}; {size}): {text}"
+    return f"**{visual.label}** ({where}; {size})\n{text}"
+
+
 def format_visuals(
     reading: "Reading",
     visuals: Sequence[VisualRequest],
@@ -7428,7 +7521,10 @@ def format_visuals(
     can be asked for again.  An equation that the HTML has and the PDF's pages do not show (or a PDF
     that cannot be had) is its LaTeX with a note.  A number the paper does not have gives a short
     error naming what it has."""
-    parts, images, left_out, used = list[str](), list[Image](), list[str](), 0
+    parts = list[str]()
+    images = list[Image]()
+    left_out = list[str]()
+    used = 0
     for visual in visuals:
         if not visual.kind:
             rows = _caption_rows(reading.captions, _CAPTION_START) or "None found."
@@ -7462,14 +7558,7 @@ def format_visuals(
             continue
         used += len(image.data)
         images.append(image)
-        section = _visual_section(reading, visual, found.page)
-        where = f"p. {found.page}" + (f', section "{section.label}"' if section else "")
-        size = f"image {image.width}×{image.height} px" + ("" if region else _WHOLE_PAGE)
-        parts.append(
-            f"**{visual.label}** ({where}; {size}): {text}"
-            if visual.kind == "Equation" and region
-            else f"**{visual.label}** ({where}; {size})\n{text}"
-        )
+        parts.append(_imaged(reading, visual, found.page, region is not None, image, text))
     if left_out:
         parts.append(
             f"[Left out to keep this answer small: {', '.join(left_out)}; ask for them in another "
@@ -7523,7 +7612,9 @@ class DiskCache:
     """
 
     def __init__(self, folder: str, max_bytes: int, clock: Callable[[], float] = time.time):
-        self.folder, self.max_bytes, self.clock = folder, max_bytes, clock
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.clock = clock
         self.off = False
         self._lock = threading.Lock()  # this process's writes and evictions, one at a time
         self._total: int | None = (
@@ -7771,7 +7862,10 @@ _BACKGROUND_PAPERS = (
 )
 # The converter's jobs, the smallest first (``Scheduler``); within one, the most recently asked
 # paper first.
-JOB_STRUCTURE, JOB_WAITED_PAGE, JOB_BACKGROUND_PAGE, JOB_CLOSE = 0, 1, 2, 3
+JOB_STRUCTURE = 0
+JOB_WAITED_PAGE = 1
+JOB_BACKGROUND_PAGE = 2
+JOB_CLOSE = 3
 # A search's entries stand for their papers' metadata for a while: reading one of them asks the API
 # nothing.  An hour, because a paper can gain a version meanwhile; the entries of a few hundred
 # searches at most.
@@ -7913,7 +8007,9 @@ class Client:
     held across a request but its host's connection, while it is sent."""
 
     def __init__(self, settings: Settings, limiter: RateLimiter, cache: DiskCache | None = None):
-        self.settings, self.limiter, self.cache = settings, limiter, cache
+        self.settings = settings
+        self.limiter = limiter
+        self.cache = cache
         self.flights = Flights(limiter.clock)
 
     def get(
@@ -8307,14 +8403,18 @@ class WholeTextSource(TextSource):
         again when the rules change), or, for a day, that arXiv has none."""
         changed = downloads.library.scheduler.changed
         with changed:
-            version, fallback = state.version, state.sources[-1] is not self
-        cache, text_key = downloads.cache_for(version), _text_key(version, self.name)
+            version = state.version
+            fallback = state.sources[-1] is not self
+        cache = downloads.cache_for(version)
+        text_key = _text_key(version, self.name)
         kept = _from_record(HtmlPaper, cache.get("text", text_key)) if cache is not None else None
-        parsed, from_disk = kept, kept is not None
+        parsed = kept
+        from_disk = kept is not None
         try:
             if parsed is None:
                 page = self.page(downloads, state, version, fallback)
-                parsed, from_disk = self.parse(page.value, version), page.from_disk
+                parsed = self.parse(page.value, version)
+                from_disk = page.from_disk
         except Exception as error:
             failure = _as_arxiv_error(
                 error, f"{self.label} of this paper could not be read (an internal error)."
@@ -8329,7 +8429,9 @@ class WholeTextSource(TextSource):
             cache.put("text", text_key, _record(parsed))
         overview = overview_of(parsed.text)
         with changed:
-            self.parsed, self.overview, self.from_disk = parsed, overview, from_disk
+            self.parsed = parsed
+            self.overview = overview
+            self.from_disk = from_disk
 
     def page(
         self, downloads: "PaperDownloads", state: "_PaperState", version: str, fallback: bool
@@ -8586,7 +8688,8 @@ class _PaperState(_Guarded):
     def paper(self) -> Paper | None:
         """The API's metadata; while it is missing, the paper's own (its text's front matter, once
         read); else None."""
-        parsed, missing = self.text_source.parsed_text(), self.metadata.missing
+        parsed = self.text_source.parsed_text()
+        missing = self.metadata.missing
         if self.metadata.paper is not None or parsed is None or missing is None:
             return self.metadata.paper
         return own_paper(self.arxiv_id, parsed.front, _api_trouble(missing))
@@ -8835,7 +8938,8 @@ class ConverterProcess:
                 return generation
             if generation is not None:
                 self._end(generation)
-            context, child = multiprocessing.get_context("spawn"), None
+            context = multiprocessing.get_context("spawn")
+            child = None
             try:
                 if self._shut.is_set():
                     return None
@@ -8857,7 +8961,8 @@ class ConverterProcess:
             finally:
                 if child is not None:
                     child.close()  # the process's end: its death ends the pipe
-            self._spawn_failing, self.generation = False, _Generation(process, connection)
+            self._spawn_failing = False
+            self.generation = _Generation(process, connection)
             return self.generation
 
     def _job(
@@ -8876,15 +8981,15 @@ class ConverterProcess:
         Raises ArxivError: the converter's own answer, the PDF blamed on proof, or a transient
         failure (stopped, killed again and again)."""
         with self._turn:
-            proof, waits = 0, iter(_RESTART_PAUSES if pauses is None else pauses)
+            proof = 0
+            waits = iter(_RESTART_PAUSES if pauses is None else pauses)
             while True:
                 if (generation := self.start()) is None:  # shut, or none can start now
-                    ending, fresh = (
-                        _Ending.STOPPED if self._shut.is_set() else _Ending.KILLED,
-                        False,
-                    )
+                    ending = _Ending.STOPPED if self._shut.is_set() else _Ending.KILLED
+                    fresh = False
                 else:
-                    fresh, opened = generation.jobs == 0, key in generation.open
+                    fresh = generation.jobs == 0
+                    opened = key in generation.open
                     if keeps_open:
                         generation.open |= {key}
                     job = (name, key, (None if opened and keeps_open else pdf, *rest))
@@ -8965,7 +9070,8 @@ class ConverterProcess:
 Converters = tuple[Converter | ConverterProcess, ConverterProcess | None]
 # The scheduler's two lanes, by their threads' names: structure passes (in the server, a converter
 # process of their own, so that an overview never waits for a page), and pages and the rest.
-_STRUCTURES, _PAGES = "arxiv-structures", "arxiv-pages"
+_STRUCTURES = "arxiv-structures"
+_PAGES = "arxiv-pages"
 
 
 class _Lane(enum.Enum):
@@ -9066,7 +9172,8 @@ class Scheduler:
     ) -> tuple[tuple[int, ...], Callable[[], "JobOutcome"]] | None:
         """The paper's most urgent job with its priority (smallest first), or None.  A job takes
         what it reads of the paper's state now, with the lock held."""
-        key, pdf = state.key, state.pdf
+        key = state.key
+        pdf = state.pdf
         if state.forgotten or pdf.error is not None or pdf.data is None:
             return (
                 ((JOB_CLOSE,), lambda: self.converter.close(key))
@@ -9486,8 +9593,10 @@ class PaperDownloads:
         changed = self.library.scheduler.changed
         state.callers.tell(changed, "Downloading the PDF")
         with changed:
-            state.pdf.asked_for, version = True, state.version
-        cache, library = self.cache_for(version), self.library
+            state.pdf.asked_for = True
+            version = state.version
+        cache = self.cache_for(version)
+        library = self.library
 
         def download(sender: Sender) -> bytes:
             with changed:  # the converter starts while the PDF downloads
@@ -9507,7 +9616,8 @@ class PaperDownloads:
             # here: an overview never waits for the converter
             structure = _load_text_part(kept_at, "structure", Structure)
             with changed:
-                state.pdf.data, state.pdf.kept_at = pdf.value, kept_at
+                state.pdf.data = pdf.value
+                state.pdf.kept_at = kept_at
                 state.pdf.from_disk = pdf.from_disk
                 state.pdf.structure = structure or state.pdf.structure
                 # the structure pass and pages go on while the metadata waits its turn
@@ -9545,7 +9655,8 @@ class PaperDownloads:
                     state.metadata.missing = failure
         else:
             with self.library.scheduler.changed:
-                state.metadata.paper, state.metadata.missing = paper, None
+                state.metadata.paper = paper
+                state.metadata.missing = None
         finally:
             with self.library.scheduler.changed:
                 state.metadata.refreshing = False
@@ -9828,7 +9939,8 @@ class PaperLibrary:
         ArxivError if the metadata has not arrived; the read goes on.  Without ``request``: the full
         text.  A paper that is not cached while ``_MAX_COLD_READS`` others download is refused at
         once (ArxivError: the server is busy)."""
-        request, changed = request or FULL, self.scheduler.changed
+        request = request or FULL
+        changed = self.scheduler.changed
         with changed:
             # An id without a version is the latest version a recent search names: keyed by it, so
             # that a newer version is never answered with an older one's text.
@@ -9871,7 +9983,8 @@ class PaperLibrary:
         made_at = -1
         while True:
             if made_at != state.revision:
-                made_at, reading = state.revision, _answer(state, request, self.settings.max_pages)
+                made_at = state.revision
+                reading = _answer(state, request, self.settings.max_pages)
                 if reading is not None:
                     return reading
                 self._start_what_is_missing(state, request)
@@ -10224,11 +10337,15 @@ def _text_unavailable(reading: Reading) -> Answer:
 def answer_sections(call: ReadCall) -> Answer:
     """The named sections, then the figures, tables and equations as images (``format_sections``,
     ``format_visuals``); without the text, the full document's answer with why."""
-    request, settings = call.request, call.library.settings
-    reading, sections = call.reading(), request.sections
+    request = call.request
+    settings = call.library.settings
+    reading = call.reading()
+    sections = request.sections
     if reading.text_error is not None or (sections and reading.text is None):
         return _full(reading, settings)
-    text, s2_references = "", typing.cast(LinkedPapers | str, "")  # no reference list: nothing
+    # no reference list: nothing
+    text = ""
+    s2_references = typing.cast(LinkedPapers | str, "")
     if any(_name_role(section.title) == REFERENCES for section in reading.sections):
         try:  # what the paper cites, by Semantic Scholar's reckoning, for the reference list
             s2_references = call.library.linked(call.arxiv_id, CitedPapers, call.s2_wait) or (
@@ -10349,9 +10466,11 @@ def answer_bibtex(call: ReadCall) -> Answer:
             raise
         paper = call.reading().paper
     try:
-        scholarly, s2_note = call.library.scholarly(paper.arxiv_id, call.s2_wait), ""
+        scholarly = call.library.scholarly(paper.arxiv_id, call.s2_wait)
+        s2_note = ""
     except ArxivError as error:  # arXiv's entry, and why it does not say where it appeared
-        scholarly, s2_note = None, f"\n\nWhere it appeared is left out: {error}"
+        scholarly = None
+        s2_note = f"\n\nWhere it appeared is left out: {error}"
     entry = f"```bibtex\n{format_bibtex(paper, scholarly)}\n```{s2_note}"
     if not paper.provenance:
         return Answer(entry)
@@ -10368,7 +10487,8 @@ def answer_bibtex(call: ReadCall) -> Answer:
 def answer_citations(call: ReadCall) -> Answer:
     """Who cites the paper, from Semantic Scholar (``PaperLibrary.linked``, ``format_citing``),
     with the paper's own count when it comes within the same wait."""
-    library, wait = call.library, call.s2_wait
+    library = call.library
+    wait = call.s2_wait
     deadline = library.limiter.clock() + wait
     counted = (  # the paper's own count, for the total: asked beside the list, within its wait
         library.s2_fetch(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
@@ -10496,7 +10616,8 @@ class ToolMode:
 def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) -> Answer:
     """The latest announcement of the categories (``Catalogue.listing``), narrowed by ``find``
     (``format_listing``); on a day with none, when the next is due and the API's newest papers."""
-    request, words = call.search(), (call.find or "").strip()
+    request = call.search()
+    words = (call.find or "").strip()
     listing = library.catalogue.listing(
         request.categories, _deadline(library.settings, library.limiter)
     )
@@ -10725,7 +10846,8 @@ async def _answered_off_the_loop(call: ToolCall, library: PaperLibrary | None, c
 
     import anyio
 
-    loop, steps = asyncio.get_running_loop(), itertools.count(1)
+    loop = asyncio.get_running_loop()
+    steps = itertools.count(1)
 
     def listener(done: float, total: float | None, message: str) -> None:  # from the thread
         """Each step of the read one more (MCP's progress increases strictly), its total the steps
