@@ -115,6 +115,9 @@ class Settings:
     s2_key: str = (
         ""  # ARXIV_S2_KEY, or SEMANTIC_SCHOLAR_API_KEY: sent to it as x-api-key, never shown
     )
+    # ARXIV_S2_SNIPPETS: "off" keeps the words of `find` on this machine: no passages across arXiv
+    # from Semantic Scholar (its citations and venues stay, unless ARXIV_S2_URL is off)
+    s2_snippets: str = "on"
     # ARXIV_SOURCE, the policy of where a paper's text comes from: the first text source that has
     # it ("auto": arXiv's HTML, else the PDF), or one alone, by its name ("html", "pdf":
     # ``TEXT_SOURCES``)
@@ -271,8 +274,18 @@ S2_PAPERS = Service(
 )
 S2_CITATIONS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar citations")
 S2_BATCH = dataclasses.replace(S2_PAPERS, name="Semantic Scholar batch")
+S2_SNIPPETS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar snippets")
 # The module's services, which pace their hosts (a text source names its: ``TextSource.service``)
-SERVICES = (ARXIV_API, ARXIV_PDFS, ARXIV_HTML, ARXIV_LISTING, S2_PAPERS, S2_CITATIONS, S2_BATCH)
+SERVICES = (
+    ARXIV_API,
+    ARXIV_PDFS,
+    ARXIV_HTML,
+    ARXIV_LISTING,
+    S2_PAPERS,
+    S2_CITATIONS,
+    S2_BATCH,
+    S2_SNIPPETS,
+)
 
 
 SETTINGS = Settings.from_env()
@@ -601,7 +614,7 @@ class RateLimiter:
                 # a request ahead was throttled meanwhile: its cool-down is waited out outside
                 if self.cooling(service) > 0:
                     continue
-                self._paced(host, deadline)
+                self._paced(host, deadline, who)
                 yield
                 return
 
@@ -613,9 +626,9 @@ class RateLimiter:
                 raise Throttled(left, who, hint)
             self.sleep(left)
 
-    def _paced(self, host: str, deadline: float | None) -> None:
-        """Wait for the host's next start (its pace), holding its connection; ArxivError when it
-        comes after ``deadline``."""
+    def _paced(self, host: str, deadline: float | None, who: str) -> None:
+        """Wait for the host's next start (its pace), holding its connection; ArxivError (naming
+        ``who``) when it comes after ``deadline``."""
         while True:
             with self._state() as turns:
                 wait = turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock()
@@ -625,7 +638,7 @@ class RateLimiter:
                     return
             if deadline is not None and self.clock() + wait > deadline:
                 raise ArxivError(
-                    "arXiv's rate limit leaves no time before the deadline; try again shortly.",
+                    f"{who}'s rate limit leaves no time before the deadline; try again shortly.",
                     transient=True,
                 )
             self.sleep(wait)
@@ -2170,6 +2183,137 @@ def fetch_citation_counts(
         found = json.loads(body or b"[]")
         return {base: int(paper["citationCount"]) for base, paper in zip(bases, found) if paper}
     except (ValueError, TypeError, KeyError):
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
+
+
+# Passages across Semantic Scholar's corpus, by meaning (its snippet search).
+_DISCLAIMED_ARXIV = re.compile(r"https?://(?:www\.)?arxiv\.org/abs/([^\s,;]+)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[(\[\"'A-Z0-9])")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A passage Semantic Scholar's snippet search found by meaning (``fetch_snippets``): its
+    paper (S2's ``corpus_id``, ``title``, ``authors``; ``arxiv_id`` where it is on arXiv, "" where
+    it is not or S2 cannot say; ``year``), where it stands (``kind``: "title", "abstract" or
+    "body"; ``section`` as S2's extraction of the PDF names it, "" for a title or an abstract), its
+    ``sentences``, each with its offset in S2's text of the paper (so that passages that overlap
+    share them), and S2's ``score``."""
+
+    corpus_id: str
+    title: str
+    authors: tuple[str, ...]
+    kind: str
+    section: str
+    sentences: tuple[tuple[int, str], ...]
+    score: float
+    arxiv_id: str = ""
+    year: int = 0
+
+
+def _arxiv_year(arxiv_id: str) -> int:
+    """The year an arXiv id was given: ``2205.02150`` 2022, ``hep-th/9711200`` 1997."""
+    digits = arxiv_id.rsplit("/", 1)[-1][:2]
+    year = int(digits) if digits.isdigit() else 0
+    return 1900 + year if year >= 91 else 2000 + year
+
+
+def _snippet_sentences(snippet: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
+    """A passage's sentences with their offsets in the paper: S2's own (a body passage's), else
+    its text cut after each full stop (a title's or an abstract's)."""
+    text = str(snippet.get("text") or "")
+    start = int(snippet["snippetOffset"]["start"])
+    spans = (snippet.get("annotations") or {}).get("sentences") or [
+        {"start": left, "end": right}
+        for left, right in itertools.pairwise(
+            [0, *(m.end() for m in _SENTENCE_END.finditer(text)), len(text)]
+        )
+    ]
+    said = ((start + s["start"], " ".join(text[s["start"] : s["end"]].split())) for s in spans)
+    return tuple((offset, sentence) for offset, sentence in said if sentence)
+
+
+def parse_snippets(body: bytes) -> tuple[Snippet, ...]:
+    """Semantic Scholar's snippet search answer (``{"data": [...]}``) as ``Snippet``s, best first;
+    the arXiv id is the one the disclaimer's link names (``arxiv.org/abs/…``), else none.  Raises
+    ArxivError when it cannot be read."""
+    try:
+        snippets = []
+        for item in json.loads(body)["data"]:
+            paper = item["paper"]
+            snippet = item["snippet"]
+            disclaimer = str((paper.get("openAccessInfo") or {}).get("disclaimer") or "")
+            named = _DISCLAIMED_ARXIV.search(disclaimer)
+            arxiv_id = _split_version(parse_arxiv_id(named[1]) or "")[0] if named else ""
+            snippets.append(
+                Snippet(
+                    corpus_id=str(paper["corpusId"]),
+                    title=" ".join(str(paper.get("title") or "").split()),
+                    authors=tuple(str(name) for name in paper.get("authors") or ()),
+                    kind=str(snippet.get("snippetKind") or "body"),
+                    section=" ".join(str(snippet.get("section") or "").split()),
+                    sentences=_snippet_sentences(snippet),
+                    score=float(item.get("score") or 0),
+                    arxiv_id=arxiv_id,
+                    year=_arxiv_year(arxiv_id) if arxiv_id else 0,
+                )
+            )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
+    return tuple(snippets)
+
+
+def fetch_snippets(
+    query: str,
+    *,
+    limit: int = 10,
+    dates: str = "",
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+    sender: Sender | None = None,
+) -> tuple[Snippet, ...]:
+    """The ``limit`` passages of Semantic Scholar's corpus that answer ``query`` (plain words) best
+    by meaning (``parse_snippets``), ``dates`` narrowing their papers' publication (S2's
+    ``publicationDateOrYear``: ``2020-01-01:2021-12-31``, either end open).  A passage whose
+    disclaimer names no arXiv page takes its arXiv id and year from S2's record of its paper, one
+    ``/paper/batch`` request for all of them (none when it fails: never guessed).  The query is
+    sent to Semantic Scholar.  Raises ArxivError naming it, as ``fetch_scholarly`` does."""
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=0)
+    asked = {"query": query, "limit": str(limit)}
+    if dates:
+        asked["publicationDateOrYear"] = dates
+    path = "snippet/search?" + urllib.parse.urlencode(asked, quote_via=urllib.parse.quote)
+    snippets = parse_snippets(_s2_get(S2_SNIPPETS, path, sender) or b'{"data": []}')
+    unnamed = list(dict.fromkeys(s.corpus_id for s in snippets if not s.arxiv_id))
+    if not unnamed:
+        return snippets
+    try:
+        records = _s2_arxiv_records(unnamed, sender)
+    except ArxivError as error:
+        log.info("passages whose papers Semantic Scholar could not name: %s", error)
+        records = {}
+    return tuple(
+        dataclasses.replace(s, arxiv_id=records[s.corpus_id][0], year=records[s.corpus_id][1])
+        if s.corpus_id in records
+        else s
+        for s in snippets
+    )
+
+
+def _s2_arxiv_records(corpus_ids: Sequence[str], sender: Sender) -> dict[str, tuple[str, int]]:
+    """The arXiv id and year of each paper of ``corpus_ids`` that S2's record puts on arXiv, from
+    one ``/paper/batch`` request."""
+    data = json.dumps({"ids": [f"CorpusId:{corpus_id}" for corpus_id in corpus_ids]}).encode()
+    body = _s2_get(S2_BATCH, "paper/batch?fields=externalIds,year", sender, data=data)
+    try:
+        records = {}
+        for corpus_id, paper in zip(corpus_ids, json.loads(body or b"[]")):
+            arxiv_id = parse_arxiv_id(str(((paper or {}).get("externalIds") or {}).get("ArXiv")))
+            if arxiv_id is not None:
+                records[corpus_id] = (arxiv_id, int(paper.get("year") or _arxiv_year(arxiv_id)))
+        return records
+    except (ValueError, TypeError, AttributeError):
         raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 
@@ -6289,24 +6433,27 @@ def _find_terms(query: str) -> list[re.Pattern[str]]:
     return terms
 
 
+def _term_spans(text: str, terms: Sequence[re.Pattern[str]]) -> list[list[tuple[int, int]]]:
+    """For each term, the spans of ``text`` it matches (folded: any case, no accents)."""
+    folded, where = _fold(text)
+    return [
+        [(where[m.start()], where[m.end() - 1] + 1) for m in term.finditer(folded)]
+        for term in terms
+    ]
+
+
 def _matches_in(passage: Passage, terms: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
     """The spans of ``passage.text`` that the terms match, or [] unless every term matches."""
-    folded, where = _fold(passage.text)
-    spans = []
-    for term in terms:
-        found = [(where[m.start()], where[m.end() - 1] + 1) for m in term.finditer(folded)]
-        if not found:
-            return []
-        spans += found
-    return sorted(spans)
+    found = _term_spans(passage.text, terms)
+    return sorted(span for spans in found for span in spans) if all(found) else []
 
 
-def _bolded(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """``text`` (a window of a passage) with its matches in bold, around the first one; matches that
-    only white space parts are one bold run (``**Drude weight**``: fewer marks, and the phrase stays
-    findable in the answer)."""
-    start = max(0, spans[0][0] - _PASSAGE_WINDOW // 3)
-    end = min(len(text), start + _PASSAGE_WINDOW)
+def _bolded(text: str, spans: Sequence[tuple[int, int]], window: int = _PASSAGE_WINDOW) -> str:
+    """``text`` (a window of a passage, ``window`` characters) with its matches in bold, around the
+    first one; matches that only white space parts are one bold run (``**Drude weight**``: fewer
+    marks, and the phrase stays findable in the answer)."""
+    start = max(0, spans[0][0] - window // 3)
+    end = min(len(text), start + window)
     runs: list[tuple[int, int]] = []
     for left, right in spans:
         if runs and runs[-1][1] <= left and not text[runs[-1][1] : left].strip():
@@ -6855,6 +7002,31 @@ def format_full(
     )
 
 
+def _number_value(number: str) -> int | None:
+    """What a section number's first part counts, Roman, Arabic or a letter: ``IV`` and ``4`` are
+    4, ``B`` 2; None for none."""
+    first = number.split(".")[0].upper()
+    if first.isdigit():
+        return int(first)
+    if first and set(first) <= set("IVX"):  # Roman (not C nor L: an appendix's letters)
+        return _roman_value(first)
+    return ord(first) - 64 if len(first) == 1 and first.isalpha() else None
+
+
+def _printed_elsewhere(sections: Sequence[Section], wanted: str) -> list[Section]:
+    """The sections that a heading as another reading of the paper prints it names (Semantic
+    Scholar's "IV. GALORE FOR MEMORY-EFFICIENT TRAINING" for "4 GaLore for Memory-Efficient
+    Training"): its title in any case, with a number Roman or Arabic; of several with that title,
+    those whose number counts the same."""
+    number, title = _split_number(wanted)
+    key = _match_key(title)
+    if not number or not key:
+        return []
+    titled = [s for s in sections if _match_key(s.title) == key]
+    same = [s for s in titled if _number_value(s.number) == _number_value(number)]
+    return same or titled
+
+
 def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> list[Section] | str:
     """The sections that ``selectors`` name (numbers, titles or unambiguous prefixes of either;
     ``REFERENCES`` the reference list, whatever its title), or an error message listing the
@@ -6884,6 +7056,7 @@ def _select_sections(sections: Sequence[Section], selectors: Sequence[str]) -> l
         exact = exact or [
             s for s in sections if _match_key(s.title) == key or _match_key(s.label) == key
         ]
+        exact = exact or _printed_elsewhere(sections, wanted)
         matches = exact or [
             s
             for s in sections
@@ -7114,9 +7287,12 @@ def format_find(
     return "\n".join(lines).strip()
 
 
-def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str]) -> list[str]:
+def _format_hits(
+    hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str], budget: int = _FIND_CHARS
+) -> list[str]:
     """The entries of the best ``hits``: each its ``label``, its section, page and count of matches,
-    and its passage with the matches in bold; at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``."""
+    and its passage with the matches in bold; at most ``_FIND_PASSAGES`` and ``budget``
+    characters."""
     entries: list[str] = []
     terms = _find_terms(query)
     for hit in hits[:_FIND_PASSAGES]:
@@ -7128,7 +7304,7 @@ def _format_hits(hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], s
             f"{_plural(count, 'match', 'matches')}): "
             f"{_bolded(hit.passage.text, _matches_in(hit.passage, terms))}"
         )
-        if entries and sum(map(len, entries)) + len(entry) > _FIND_CHARS:
+        if entries and sum(map(len, entries)) + len(entry) > budget:
             break
         entries.append(entry)
     return entries
@@ -7263,11 +7439,12 @@ def format_find_across(
     counts: dict[str, tuple[str, int]],
     failures: Sequence[str],
     everything: bool,
+    budget: int = _FIND_CHARS,
 ) -> str:
     """What ``find`` across papers answers: the best passages (``find_across``), each labelled with
-    its paper and section, the matches in bold, at most ``_FIND_PASSAGES`` and ``_FIND_CHARS``; then
-    a line per paper with its count (``everything``, the papers read: only those with matches) and
-    one per paper that failed."""
+    its paper and section, the matches in bold, at most ``_FIND_PASSAGES`` and ``budget``
+    characters; then a line per paper with its count (``everything``, the papers read: only those
+    with matches) and one per paper that failed."""
     count = len(counts) + len(failures)
     papers = f"{count} {_plural(count, 'paper')}"
     if everything:
@@ -7276,6 +7453,7 @@ def format_find_across(
         hits,
         query,
         lambda hit: f"**{hit.arxiv_id}** ({_shortened(counts[hit.arxiv_id][0], 60)}) · ",
+        budget,
     )
     matching = sum(count > 0 for _, count in counts.values())
     shown = "all" if len(entries) == len(hits) else f"the best {len(entries)}"
@@ -7311,6 +7489,89 @@ def format_find_across(
             "\n".join(["## By paper", *rows[:_PAPER_LINES], *more, *(f"- {f}" for f in failures)]),
         ]
     )
+
+
+# Passages across arXiv (Semantic Scholar's, ``Snippet``): what one answer shows of them.
+_ACROSS_HEADING = "## Across arXiv, by meaning (Semantic Scholar)"
+_ACROSS_SENTENCES = 2  # sentences of a passage shown: those that hold the words, else its first
+_ACROSS_SENTENCE_CHARS = 240  # a longer sentence is a window around its first match
+_ACROSS_CHARS = 4_500  # past this, a paper is a line without its passages
+
+
+def _across_sentences(
+    snippet: Snippet, terms: Sequence[re.Pattern[str]], seen: set[tuple[str, int]]
+) -> list[str]:
+    """The sentences of ``snippet`` to show, verbatim, not ``seen`` in another passage of its paper:
+    those that hold a word of ``terms``, each in bold, else (S2 matched by meaning) its first."""
+    fresh = [(at, text) for at, text in snippet.sentences if (snippet.corpus_id, at) not in seen]
+    spans = {
+        at: sorted(s for found in _term_spans(text, terms) for s in found) for at, text in fresh
+    }
+    chosen = [(at, text) for at, text in fresh if spans[at]][:_ACROSS_SENTENCES]
+    chosen = chosen or fresh[:_ACROSS_SENTENCES]
+    seen.update((snippet.corpus_id, at) for at, _ in chosen)
+    return [
+        _bolded(text, spans[at], _ACROSS_SENTENCE_CHARS)
+        if spans[at]
+        else _shortened(text, _ACROSS_SENTENCE_CHARS)
+        for at, text in chosen
+    ]
+
+
+def _across_place(snippet: Snippet) -> str:
+    """Where a passage stands, as the agent reads on from it: the ``section`` that reads it, or the
+    title or abstract, which the overview shows."""
+    if snippet.kind == "body" and snippet.section:
+        return f'`section="{snippet.section}"`'
+    if snippet.kind == "title":
+        return "its title"
+    return f"its {snippet.kind or 'text'} (the overview shows it)"
+
+
+def _across_paper(rank: int, arxiv_id: str, passages: Sequence[Snippet]) -> str:
+    """A paper's line among the passages across arXiv: its rank, arXiv id, title, first authors
+    and year."""
+    first = passages[0]
+    authors = ", ".join(first.authors[:3]) or "authors not given"
+    if len(first.authors) > 3:
+        authors += " et al."
+    year = f" · {first.year}" if first.year else ""
+    return f"{rank}. **{arxiv_id}** · {_shortened(first.title, 120)} · {authors}{year}"
+
+
+def format_passages_across(query: str, snippets: Sequence[Snippet], note: str = "") -> str:
+    """Semantic Scholar's passages across arXiv (``fetch_snippets``) as the agent reads on from
+    them: by paper, in S2's order (best first), each paper with its arXiv id (to give as
+    ``paper``), title, first authors and year (``_across_paper``), and each of its passages with
+    where it stands (``_across_place``) and the sentences that hold ``query``'s words, marked as
+    ``find`` marks them (``_across_sentences``), each sentence once.  A paper not on arXiv is
+    counted, never shown with an id; past ``_ACROSS_CHARS`` a paper is its line alone.
+    ``note``: what S2 could not narrow."""
+    papers: dict[str, list[Snippet]] = {}
+    for snippet in snippets:
+        if snippet.arxiv_id:
+            papers.setdefault(snippet.arxiv_id, []).append(snippet)
+    shown = sum(map(len, papers.values()))
+    summary = (
+        f"{shown} {_plural(shown, 'passage')} of {len(papers)} {_plural(len(papers), 'paper')} on "
+        "arXiv, best first; read on with its `paper` and `section`."
+    )
+    if not papers:
+        summary = "No passage of a paper on arXiv answers these words."
+    if elsewhere := len({s.corpus_id for s in snippets if not s.arxiv_id}):
+        summary += f" Left out: {elsewhere} {_plural(elsewhere, 'paper')} not on arXiv."
+    lines = [f"{_ACROSS_HEADING}\n{summary} {note}".strip()]
+    terms = _find_terms(query)
+    seen = set[tuple[str, int]]()
+    for rank, (arxiv_id, passages) in enumerate(papers.items(), start=1):
+        entry = [_across_paper(rank, arxiv_id, passages)]
+        if sum(map(len, lines)) < _ACROSS_CHARS:
+            for snippet in passages:
+                said = " ".join(_across_sentences(snippet, terms, seen))
+                place = f"   - {_across_place(snippet)}"
+                entry.append(f"{place}: {said}" if said else place)
+        lines.append("\n".join(entry))
+    return "\n\n".join(lines)
 
 
 def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> str:
@@ -9845,6 +10106,19 @@ class PaperLibrary:
             kind, self.client.wait(flight, self.limiter.clock() + wait, _S2_SLOW).value
         )
 
+    def snippets(self, query: str, limit: int, dates: str, wait: float) -> tuple[Snippet, ...]:
+        """Semantic Scholar's ``limit`` passages across its corpus for ``query``
+        (``fetch_snippets``), shared while in flight and never kept (a search), waited for ``wait``
+        seconds at most.  Raises ArxivError naming it, ``_S2_SLOW`` past the wait."""
+        return self.client.get(
+            "s2-snippets",
+            f"{limit} {dates} {query}",
+            lambda sender: fetch_snippets(query, limit=limit, dates=dates, sender=sender),
+            deadline=self.limiter.clock() + wait,
+            late=_S2_SLOW,
+            patience=0,
+        ).value
+
     def render(
         self, arxiv_id: str, pdf: bytes, page: int, bbox: Sequence[float] | None, *, deadline: float
     ) -> Image:
@@ -10176,7 +10450,8 @@ commas), or the whole paper with section="full" (long: prefer sections); section
 section="figure 2", "table I" or "equation 5" returns that region as \
 an image from the PDF with its caption or text. section="bibtex" cites the paper. `find` returns \
 the passages that hold some words or a "quoted phrase", with their sections (and pages, where \
-the text has them); without `paper`, in every paper read so far. Text a reader of the paper \
+the text has them); without `paper`, in every paper read so far, then across arXiv \
+(Semantic Scholar's passages, each with its id and section). Text a reader of the paper \
 cannot see (white, microscopic, invisible) is left out, the overview warns of it, and \
 section="hidden" quotes it. {_PAPER_TEXT_IS_DATA}
 
@@ -10201,7 +10476,8 @@ _SECTION_HELP = (
 _FIND_HELP = (
     'With `paper`: words (all must appear) or a "quoted phrase" to find; returns the matching '
     "passages, best first, with their sections. With `section`: only there. With several papers: "
-    "across them; without `paper`: across every paper read so far (no request to arXiv); with "
+    "across them; without `paper`: across every paper read so far, then across arXiv by meaning "
+    "(Semantic Scholar, sent the words: `max_results` passages, narrowed by the dates); with "
     "`categories` alone: within the day's announcement."
 )
 
@@ -10378,6 +10654,12 @@ def answer_sections(call: ReadCall) -> Answer:
     return Answer(f"{text}\n\n{shown}".strip(), tuple(images))
 
 
+_NOTHING_READ = (
+    "No paper has been read yet, so `find` alone has nothing to search: read a paper with "
+    "`paper`, or give `paper` (up to 10, comma-separated) with `find`."
+)
+
+
 def several_papers(paper: str | None) -> list[str] | None:
     """The papers that ``paper`` names when it names more than one (ids or URLs separated by commas
     or spaces), else None."""
@@ -10416,10 +10698,12 @@ def find_in_papers(
     section: str | None = None,
     *,
     library: PaperLibrary | None = None,
+    budget: int = _FIND_CHARS,
 ) -> str:
     """``find`` across several ``papers`` (ids or URLs, at most ``_FIND_PAPERS``), each read as one
     ``find`` reads it, or across every paper the library has read (None: with no request to arXiv);
-    a paper that fails costs only its line (``format_find_across``)."""
+    a paper that fails costs only its line (``format_find_across``, its passages within
+    ``budget`` characters)."""
     library = library or LIBRARY
     if not find or section:
         return (
@@ -10447,11 +10731,80 @@ def find_in_papers(
     )
     hits, counts, _ = find_across(texts, request.words)
     if not counts and not failures:
-        return (
-            "No paper has been read yet, so `find` alone has nothing to search: read a paper with "
-            "`paper`, or give `paper` (up to 10, comma-separated) with `find`."
+        return _NOTHING_READ
+    return format_find_across(
+        request.words, hits, counts, failures, everything=papers is None, budget=budget
+    )
+
+
+# Passages across arXiv beside the papers read (``find`` without ``paper``): the words as plain
+# text, Semantic Scholar's search knowing no syntax.
+_FIELD_PREFIX = re.compile(r"\b(?:ti|au|abs|co|jr|cat|rn|id|all):", re.I)
+_FIND_BESIDE = 3_000  # characters of the papers read's passages beside those across arXiv
+_ACROSS_OFF = (
+    "*Passages across arXiv are off on this server (ARXIV_S2_SNIPPETS or ARXIV_S2_URL is off): "
+    "the words of `find` stay on this machine.*"
+)
+
+
+def _plain_words(find: str) -> str:
+    """``find``'s words as plain text: no quotes, no fielded syntax (``ti:``…)."""
+    return " ".join(_FIELD_PREFIX.sub(" ", find.replace('"', " ")).split())
+
+
+def _passages_across(call: "ToolCall", library: PaperLibrary) -> str:
+    """Semantic Scholar's passages across arXiv for ``call``'s ``find`` (``PaperLibrary.snippets``,
+    waited for ``_S2_WAIT`` seconds), as many as ``max_results``, narrowed by the submission dates
+    (S2's publication dates); what it cannot narrow (the order, paging) is said.  A failure is
+    its one line: the papers read still answer."""
+    words = _plain_words(call.find or "")
+    request = build_search(
+        query=words,
+        submitted_from=call.submitted_from,
+        submitted_to=call.submitted_to,
+        sort=call.sort,
+        order=call.order,
+        max_results=call.max_results,
+        start=call.start,
+    )
+    unapplied = [
+        name for name in ("sort", "order", "start") if getattr(call, name) != _DEFAULT[name]
+    ]
+    notes = []
+    if unapplied:
+        notes.append(
+            f"{', '.join(f'`{name}`' for name in unapplied)}: not applied, Semantic Scholar gives "
+            "its best passages first, in one page."
         )
-    return format_find_across(request.words, hits, counts, failures, everything=papers is None)
+    dates = ""
+    if request.submitted_from or request.submitted_to:
+        dates = f"{request.submitted_from}:{request.submitted_to}"
+        notes.append(
+            "The dates narrow by the papers' publication date as Semantic Scholar knows it, not "
+            "always arXiv's submission date."
+        )
+    try:
+        snippets = library.snippets(words, request.max_results, dates, _S2_WAIT)
+    except ArxivError as error:
+        return f"{_ACROSS_HEADING}\nNone this time: {error}"
+    return format_passages_across(call.find or "", snippets, " ".join(notes))
+
+
+def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | None) -> Answer:
+    """``find`` across the papers ``paper`` names, or, without ``paper``, across the papers read
+    (their words, with no request) and then across arXiv by meaning (``_passages_across``, for the
+    server's library: ``ask_s2``; one line when a setting turns it off)."""
+    named = several_papers(call.paper)
+    across = named is None and library.ask_s2
+    budget = _FIND_BESIDE if across else _FIND_CHARS
+    found = find_in_papers(named, call.find, call.section, library=library, budget=budget)
+    if not across or found.startswith(ERROR):
+        return Answer(found)
+    if library.settings.s2_snippets == "off":
+        return Answer(f"{found}\n\n{_ACROSS_OFF}")
+    if found == _NOTHING_READ:
+        found = f"# {_quote_input(call.find or '')} across arXiv\nNo paper has been read yet."
+    return Answer(f"{found}\n\n{_passages_across(call, library)}")
 
 
 def answer_bibtex(call: ReadCall) -> Answer:
@@ -10650,9 +11003,7 @@ TOOL_MODES = {
                 several_papers(call.paper) is not None
                 or (bool(call.find) and not call.paper and not call.searching)
             ),
-            answer=lambda call, library, _: Answer(
-                find_in_papers(several_papers(call.paper), call.find, call.section, library=library)
-            ),
+            answer=answer_find_across,
         ),
         ToolMode(  # one paper (``read_answer``)
             name="read",

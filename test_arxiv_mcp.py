@@ -2606,6 +2606,91 @@ def test_each_semantic_scholar_endpoint_cools_down_on_its_own(env):
     assert found is not None and found.citations == 136941
 
 
+SNIPPETS = {
+    "forest": "snippet_search_transmission-forest_paper_ids-ARXIV_3items_arxiv-2205.02150.json",
+    "adam": "snippet_search_adam-moment-estimation_paper_ids-ARXIV_3items_arxiv-1412.6980.json",
+    "polio": "snippet_search_wild-poliovirus-nigeria_paper_ids-PMID_3items_arxiv-1504.02751.json",
+    "trials": "snippet_search_NCT04232943_no-paper_ids_5papers.json",
+    "typhoid": "snippet_search_typhoid-fever_paper_ids-PMID_empty.json",
+    "b6": "snippet_search_vitamin-B6-xanthurenic-acid_no-paper_ids_3items_2papers.json",
+}
+
+
+def snippet_items(*names):
+    """The items of real snippet search answers (``testdata/s2``), in the order named."""
+    return [
+        item
+        for name in names
+        for item in json.loads((S2_DATA / SNIPPETS[name]).read_bytes())["data"]
+    ]
+
+
+def snippet_answer(items):
+    """Semantic Scholar's snippet search answer holding ``items``."""
+    body = json.dumps({"data": list(items), "retrievalVersion": "pa1-v1"}).encode()
+    return FakeResponse(
+        body, "https://api.semanticscholar.org/graph/v1/snippet/search", "application/json"
+    )
+
+
+def test_snippets_are_read_with_the_arxiv_id_their_disclaimer_names_and_their_sentences():
+    forest, adam, polio, trials = (
+        am.parse_snippets((S2_DATA / SNIPPETS[name]).read_bytes())
+        for name in ("forest", "adam", "polio", "trials")
+    )
+    assert [(s.arxiv_id, s.year, s.kind, s.section) for s in forest] == [
+        ("2205.02150", 2022, "body", "VI. Characterizing the transmission forest"),
+        ("2205.02150", 2022, "title", ""),
+        ("2205.02150", 2022, "body", "V. The branching process perspective"),
+    ]
+    assert forest[0].sentences[1] == (
+        31382 + 96,
+        "More generally, to make more granular connections, it's useful to be able to sample "
+        "transmission trees consistent with a given model trajectory.",
+    )
+    assert forest[0].authors == ("N. Thakkar", "M. Famulare") and forest[0].corpus_id == "248512869"
+    # a journal paper whose text S2 took from arXiv is named by it; the two windows of Adam's
+    # introduction share their sentences by offset
+    assert polio[0].arxiv_id == "1504.02751" and adam[2].kind == "abstract"
+    assert {at for at, _ in adam[0].sentences} & {at for at, _ in adam[1].sentences}
+    assert adam[2].sentences[0][1].startswith("We introduce Adam, an algorithm for first-order")
+    assert [s.arxiv_id for s in trials] == [""] * 5, "PMC and DOI pages name no arXiv id"
+    assert am.parse_snippets((S2_DATA / SNIPPETS["typhoid"]).read_bytes()) == ()
+    with pytest.raises(am.ArxivError, match="could not be read"):
+        am.parse_snippets(b'{"data": [{"paper": {}}]}')
+
+
+def test_fetch_snippets_sends_plain_words_and_names_the_other_papers_from_one_batch(env):
+    """The papers whose disclaimer names no arXiv page are looked up in one ``/paper/batch``
+    request by corpus id: one that S2 puts on arXiv gets that id and year, the others none."""
+    settings = dataclasses.replace(env.settings, s2_key="s2-secret-key")
+    batch = [None, {"externalIds": {"ArXiv": "2101.00001", "CorpusId": 2}, "year": 2021}] + [
+        None
+    ] * 3
+    env.script["snippet/search"] = [snippet_answer(snippet_items("trials", "forest"))]
+    env.script["paper/batch"] = [
+        FakeResponse(
+            json.dumps(batch).encode(), "https://api.semanticscholar.org/", "application/json"
+        )
+    ]
+    found = am.fetch_snippets(
+        "transmission forest", limit=8, settings=settings, limiter=env.library.limiter
+    )
+    assert [(s.arxiv_id, s.year) for s in found][:6] == [
+        ("", 0),
+        ("2101.00001", 2021),
+        *[("", 0)] * 3,
+        ("2205.02150", 2022),
+    ]
+    search, named = env.requests
+    assert search.full_url == (
+        "https://api.semanticscholar.org/graph/v1/snippet/search?query=transmission%20forest&limit=8"
+    )
+    assert search.get_header("X-api-key") == "s2-secret-key"
+    assert named.full_url.endswith("/paper/batch?fields=externalIds,year")
+    assert json.loads(named.data) == {"ids": [f"CorpusId:{s.corpus_id}" for s in found[:5]]}
+
+
 def citing_page(env, status=200, cited=None):
     """Semantic Scholar's list of the papers citing one, from real items: twelve of a real page
     (their titles; with ``cited``, the counts of some by their index), then a real citation with
@@ -6633,6 +6718,222 @@ def test_find_across_the_papers_read_asks_nothing_in_memory_and_after_a_restart(
     )
 
 
+def paper_snippet(page: str, arxiv_id: str, printed: str, title: str, score: float) -> dict:
+    """A passage of a real paper's text as Semantic Scholar's snippet search gives one: the section
+    ``title`` of arXiv's HTML ``page``, its paragraphs' first 1,500 characters, its section named as
+    S2's extraction of the PDF prints it (``printed``), its sentences marked."""
+    parsed = am.parse_html(page)
+    section = next(s for s in parsed.text.sections if s.title == title)
+    inside = [
+        p.text
+        for p in parsed.passages
+        if section.start <= p.offset < section.end and not p.text.startswith("*[")
+    ]
+    text = " ".join(inside)[:1500]
+    ends = [0, *(m.end() for m in re.finditer(r"(?<=\.)\s+(?=[A-Z])", text)), len(text)]
+    return {
+        "score": score,
+        "paper": {
+            "corpusId": "247187588",
+            "title": "TableFormer: Robust Transformer Modeling for Table-Text Encoding",
+            "authors": [
+                "Jingfeng Yang",
+                "Aditya Gupta",
+                "Shyam Upadhyay",
+                "Luheng He",
+                "Rahul Goel",
+            ],
+            "openAccessInfo": {
+                "license": None,
+                "status": None,
+                "disclaimer": f"Notice: This snippet is extracted from the open access paper or "
+                f"abstract available at https://arxiv.org/abs/{arxiv_id}, which is subject to the "
+                "license by the author or copyright owner provided with this content.",
+            },
+        },
+        "snippet": {
+            "text": text,
+            "snippetKind": "body",
+            "section": printed,
+            "snippetOffset": {"start": 4000, "end": 4000 + len(text)},
+            "annotations": {
+                "sentences": [{"start": a, "end": b} for a, b in itertools.pairwise(ends)],
+                "refMentions": None,
+            },
+        },
+    }
+
+
+def s2_server(env):
+    """The server's library on ``env``'s fake arXiv: it asks Semantic Scholar."""
+    library = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
+    env.teardown.append(lambda: stop_pdf_work(library))
+    return library
+
+
+def snippets_of_the_corpus():
+    """Semantic Scholar's passages for "table encoding": one of 2203.00274's real text, then real
+    captures: an arXiv paper's three, five papers not on arXiv, Adam's overlapping windows."""
+    tapas = paper_snippet(
+        html_page("2203.00274"), "2203.00274", "I. INTRODUCTION", "Introduction", 0.9
+    )
+    return [tapas, *snippet_items("forest", "trials", "adam")]
+
+
+def test_find_without_paper_reads_across_arxiv_cold_each_passage_with_its_id_and_section(html_env):
+    """Nothing read yet: the answer comes from across arXiv alone, grouped by paper in S2's order,
+    each with its id, title, first authors and year, each passage with a section that reads it and
+    the sentences that hold the words (in bold), overlapping windows shown once; the papers not on
+    arXiv are counted, never given an id; within 8,000 characters."""
+    server = s2_server(html_env)
+    html_env.script["snippet/search"] = [snippet_answer(snippets_of_the_corpus())]
+    html_env.script["paper/batch"] = [
+        FakeResponse(b"[null, null, null, null, null]", "https://api.semanticscholar.org/")
+    ]
+    answer = am.arxiv_tool(find='"table reasoning"', library=server)
+    assert answer.startswith('# `"table reasoning"` across arXiv\nNo paper has been read yet.\n')
+    asked = [url for url in html_env.urls if "semanticscholar" in url]
+    assert asked[0].endswith("/snippet/search?query=table%20reasoning&limit=10"), asked
+    assert "/paper/batch" in asked[1] and len(asked) == 2
+    papers = re.findall(r"^[0-9]+\. \*\*([0-9.]+)\*\* · .* · ([0-9]{4})$", answer, re.M)
+    assert papers == [("2203.00274", "2022"), ("2205.02150", "2022"), ("1412.6980", "2014")]
+    assert "Jingfeng Yang, Aditya Gupta, Shyam Upadhyay et al." in answer
+    assert "Left out: 5 papers not on arXiv." in answer and "NCT" not in answer
+    assert '   - `section="I. INTRODUCTION"`: ' in answer and "**table reasoning**" in answer
+    assert '`section="VI. Characterizing the transmission forest"`' in answer
+    assert "   - its title" in answer and "   - its abstract (the overview shows it): " in answer
+    adam = answer.split("**1412.6980**")[1]
+    assert adam.count("The method computes individual adaptive learning rates") <= 1
+    assert len(answer) <= 8_000, len(answer)
+    section = re.search(r'`section="(I\. INTRODUCTION)"`', answer)[1]
+    read = am.arxiv_tool(paper="2203.00274v2", section=section, library=server)
+    assert "\n## 1 Introduction\n\nRecently, semi-structured data" in read, read[:300]
+
+
+def test_find_without_paper_answers_from_the_papers_read_then_across_arxiv(html_env):
+    """A paper read answers first, as before, with no request; then S2's passages, among them the
+    same paper's."""
+    server = s2_server(html_env)
+    am.arxiv_tool(paper="2203.00274v2", library=server)
+    html_env.script["snippet/search"] = [snippet_answer(snippets_of_the_corpus()[:2])]
+    answer = am.arxiv_tool(find="table", library=server)
+    read, across = answer.split("\n\n## Across arXiv, by meaning (Semantic Scholar)\n")
+    assert read.startswith("# `table` in the 1 paper read\n") and "**2203.00274v2**" in read
+    assert across.startswith("2 passages of 2 papers on arXiv, best first")
+    assert "1. **2203.00274** · TableFormer" in across and len(answer) <= 8_000
+
+
+@pytest.mark.parametrize(
+    "fault, said",
+    [
+        (
+            s2_answer("error_429_paper_search_too_many_requests.json", 429),
+            "Semantic Scholar is limiting requests right now",
+        ),
+        (
+            FakeResponse(b"<html>busy</html>", "https://api.semanticscholar.org/"),
+            "could not be read",
+        ),
+        (
+            http_error("https://api.semanticscholar.org/", 400, b'{"error": "bad query"}'),
+            "refused the request (HTTP 400)",
+        ),
+        (http_error("https://api.semanticscholar.org/", 500), "answered HTTP 500"),
+        ("slow", "slow to answer"),
+    ],
+)
+def test_a_semantic_scholar_fault_costs_only_the_passages_across_arxiv(
+    html_env, monkeypatch, fault, said
+):
+    """The papers read still answer, with one line on what S2 did; a throttle says how to raise
+    the limit and cools down the snippet search alone, not the counts; the key never shows."""
+    settings = dataclasses.replace(html_env.settings, s2_key="s2-secret-key")
+    server = am.PaperLibrary(settings, html_env.library.limiter, ask_s2=True)
+    html_env.teardown.append(lambda: stop_pdf_work(server))
+    # no pace on the fake clock: a 5xx's back-off alone spaces its retries within the wait
+    monkeypatch.setitem(html_env.library.limiter.intervals, "api.semanticscholar.org", 0.0)
+    am.arxiv_tool(paper="2203.00274v2", library=server)
+    if fault == "slow":
+        hung = threading.Event()
+        html_env.teardown.append(hung.set)
+        monkeypatch.setattr(am, "_S2_WAIT", 0.2)
+        monkeypatch.setattr(am, "fetch_snippets", lambda *args, **options: hung.wait(5))
+    else:
+        html_env.script["snippet/search"] = [fault] * 4
+    answer = am.arxiv_tool(find="table", library=server)
+    read, across = answer.split("\n\n## Across arXiv, by meaning (Semantic Scholar)\n")
+    assert read.startswith("# `table` in the 1 paper read\n") and "**2203.00274v2**" in read
+    assert across.startswith("None this time: ") and said in across and "\n" not in across
+    assert "s2-secret-key" not in answer
+    limiter = html_env.library.limiter
+    if "limiting" in said:
+        assert "A free API key (ARXIV_S2_KEY)" in across
+        assert limiter.cooling(am.S2_SNIPPETS.name) > 0 and limiter.cooling(am.S2_PAPERS.name) == 0
+
+
+def test_passages_across_arxiv_turned_off_send_nothing(html_env):
+    """``ARXIV_S2_SNIPPETS=off`` keeps the words here, with a line saying so; with
+    ``ARXIV_S2_URL=off`` nothing of Semantic Scholar is asked."""
+    for changes in ({"s2_snippets": "off"}, {"s2_url": "off"}):
+        settings = dataclasses.replace(html_env.settings, **changes)
+        server = am.PaperLibrary(settings, html_env.library.limiter, ask_s2=True)
+        html_env.teardown.append(lambda server=server: stop_pdf_work(server))
+        am.arxiv_tool(paper="2203.00274v2", library=server)
+        answer = am.arxiv_tool(find="table", library=server)
+        assert answer.startswith("# `table` in the 1 paper read\n")
+        assert ("the words of `find` stay on this machine" in answer) == ("s2_snippets" in changes)
+    assert [url for url in html_env.urls if "snippet" in url] == []
+
+
+def test_passages_across_arxiv_are_narrowed_as_asked_and_what_cannot_be_is_said(html_env):
+    server = s2_server(html_env)
+    html_env.script["snippet/search"] = [snippet_answer(snippet_items("forest"))]
+    answer = am.arxiv_tool(
+        find="transmission",
+        submitted_from="2020-01-01",
+        submitted_to="2022-12-31",
+        max_results=5,
+        sort="submitted",
+        library=server,
+    )
+    [asked] = [url for url in html_env.urls if "snippet" in url]
+    assert asked.endswith(
+        "/snippet/search?query=transmission&limit=5&publicationDateOrYear=2020-01-01%3A2022-12-31"
+    )
+    assert "`sort`: not applied, Semantic Scholar gives its best passages first" in answer
+    assert "publication date as Semantic Scholar knows it" in answer
+    assert "**transmission**" in answer
+
+
+@pytest.mark.parametrize(
+    "section, heading",
+    [
+        ("I. INTRODUCTION", "## 1 Introduction"),
+        ("INTRODUCTION", "## 1 Introduction"),
+        ("I N T R O D U C T I O N", "## 1 Introduction"),
+        (
+            "2 PRELIMINARIES: TAPAS FOR TABLE ENCODING",
+            "## 2 Preliminaries: Tapas for Table Encoding",
+        ),
+        ("IV. EXPERIMENTAL SETUP", "## 4 Experimental Setup"),
+    ],
+)
+def test_a_section_named_as_semantic_scholar_names_it_reads(html_env, section, heading):
+    answer = call(paper="2203.00274v2", section=section)
+    assert heading in answer and not answer.startswith(am.ERROR), answer[:400]
+
+
+def test_a_section_with_a_roman_or_arabic_number_reads_the_papers_own(html_env):
+    html_env.htmls["2403.03507v1"] = html_page("2403.03507").encode()
+    html_env.feeds["2403.03507v1"] = ATOM_ENTRY.format(id="2403.03507v1").encode()
+    galore = call(paper="2403.03507v1", section="IV. GALORE FOR MEMORY-EFFICIENT TRAINING")
+    assert "## 4 GaLore for Memory-Efficient Training" in galore, galore[:400]
+    html_env.htmls["2508.08468v6"] = html_page("2508.08468").encode()
+    html_env.feeds["2508.08468v6"] = ATOM_ENTRY.format(id="2508.08468v6").encode()
+    roman = call(paper="2508.08468v6", section="2 Related Work")
+    assert "## II Related Work" in roman, roman[:400]
+
+
 def test_one_scale_keeps_a_short_papers_better_passage_in_view():
     """A long paper's twenty long paragraphs that mention the term once each, and a short paper's
     one short paragraph about it: the short paper's passage ranks first, where counting matches
@@ -8683,9 +8984,9 @@ def test_server_registers_exactly_one_tool_with_annotations():
     assert (properties["max_results"]["minimum"], properties["max_results"]["maximum"]) == (1, 50)
     assert properties["start"]["minimum"] == 0
     schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
-    # about 1,000 tokens; then ≤ 150 for the bounds and the description's `find` across papers, and
-    # ≤ 120 for `section`'s "citations"
-    assert len(schema) <= 4_441 + 150 + 120, len(schema)
+    # about 1,000 tokens; then ≤ 150 for the bounds and the description's `find` across papers,
+    # ≤ 120 for `section`'s "citations", and ≤ 180 for `find` across arXiv
+    assert len(schema) <= 4_441 + 150 + 120 + 180, len(schema)
     assert "without `paper`, in every paper read so far" in tool["description"]
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
