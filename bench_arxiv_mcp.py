@@ -34,6 +34,7 @@ import functools
 import html.parser
 import http.server
 import itertools
+import json
 import os
 import re
 import shutil
@@ -1478,6 +1479,59 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
     )
 
 
+S2_DIR = HERE.parent / "shared" / "s2"
+# Real snippet search answers whose papers are on arXiv (``../shared/s2``): ten passages, what a
+# default `find` asks for.
+ACROSS_CAPTURES = (
+    "snippet_search_transmission-forest_paper_ids-ARXIV_3items_arxiv-2205.02150.json",
+    "snippet_search_adam-moment-estimation_paper_ids-ARXIV_3items_arxiv-1412.6980.json",
+    "snippet_search_wild-poliovirus-nigeria_paper_ids-PMID_3items_arxiv-1504.02751.json",
+    "snippet_search_query-not-recorded_1item_arxiv-2506.12770.json",
+)
+
+
+def report_across(runs: int) -> None:
+    """Issue 69: `find` without `paper` at the default length against a stand-in Semantic Scholar
+    answering ten real passages (``ACROSS_CAPTURES``): the answer's characters and tokens, and its
+    time, with nothing read (Semantic Scholar's part alone) and beside a paper read (2203.00274's
+    HTML, whose passages of "table" answer first: the longest answer, both parts full)."""
+    items = [
+        item
+        for name in ACROSS_CAPTURES
+        for item in json.loads((S2_DIR / name).read_bytes())["data"]
+    ]
+    body = json.dumps({"data": items, "retrievalVersion": "pa1-v1"}).encode()
+    page = (HTML_DIR / "2203.00274.html").read_bytes()
+    arxiv = corpus_answer({}, {"2203.00274v2": page})
+
+    def answer(path: str, query: dict[str, list[str]]) -> tuple | None:
+        if path.endswith("/snippet/search"):
+            return body, "application/json"
+        return None if path.startswith("/graph/") else arxiv(path, query)
+
+    server = serve(answer)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = dataclasses.replace(stand_in_settings(server), s2_url=f"{base}/graph/v1")
+    rows: dict[str, list[tuple[float, int]]] = {"nothing read": [], "beside a paper read": []}
+    for _run in range(runs):
+        for name, words in (("nothing read", "learning rate"), ("beside a paper read", "table")):
+            library = am.PaperLibrary(settings, am.RateLimiter(0.0), ask_s2=True)
+            if words == "table":
+                am.arxiv_tool(paper="2203.00274v2", library=library)
+            seconds, found = timed(am.arxiv_tool, find=words, library=library)
+            assert "## Across arXiv, by meaning (Semantic Scholar)" in str(found), found
+            rows[name].append((seconds, len(str(found))))
+            library.close()
+    server.shutdown()
+    print(f"| `find` without `paper`, default length ({runs} runs) | chars | tokens | time |")
+    print("|---|---|---|---|")
+    for name, measured in rows.items():
+        chars = statistics.median(size for _, size in measured)
+        seconds = statistics.median(took for took, _ in measured)
+        tokens = round(chars * am._TOKENS_PER_CHAR)
+        print(f"| {name} | {chars:,.0f} | ~{tokens:,} | {seconds * 1e3:.0f} ms |")
+
+
 def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
     """Issue 34: a stdio server (``server``, this checkout's by default) reads an HTML paper, then
     the overview of the 64-page PDF, and while that PDF downloads, has its structure pass, loads the
@@ -1989,6 +2043,12 @@ def main() -> None:
         help="only five full reads while the converters are killed every 2.5 s (issue 56)",
     )
     parser.add_argument(
+        "--across",
+        action="store_true",
+        help="only `find` without `paper` across arXiv at the default length: its tokens, against "
+        "a stand-in Semantic Scholar answering real passages (issue 69)",
+    )
+    parser.add_argument(
         "--start",
         action="store_true",
         help="only what a start costs where PYTHONDONTWRITEBYTECODE is set: the server's ready "
@@ -2034,6 +2094,7 @@ def main() -> None:
         "listing": lambda: report_listing(args.runs),
         "faults": lambda: report_faults(pdfs, args.runs),
         "start": lambda: report_start(args.runs, args.server),
+        "across": lambda: report_across(args.runs),
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()
