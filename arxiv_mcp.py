@@ -226,7 +226,8 @@ class Service:
     it; ``setting``, the ``Settings`` field of its URL (a template, or the base its paths extend);
     ``accept``; ``pace``, seconds between request starts to its host (0: ``min_interval``);
     ``key``, the ``Settings`` field of the key sent to it as ``key_header`` (never shown, never to
-    another host, never in clear text); ``hint``, what its throttle's error adds.  What is kept of
+    another host, never in clear text); ``hint``, what its throttle's error adds for a caller
+    without that key.  What is kept of
     its answers, and how long, is its caller's ``Keeping``."""
 
     name: str
@@ -1182,6 +1183,8 @@ class Sender:
         service = request.service
         deadline = self.deadline
         host = self._host(request)
+        # what a throttle's error adds: to get a key, for a caller that sends none
+        hint = "" if service.headers(self.settings) else service.hint
         reason = "no attempt was made"
         throttled = False
         unreachable = 0  # attempts in a row that found the host unreachable: the second is the last
@@ -1195,7 +1198,7 @@ class Sender:
                     service=service.name,
                     patience=patient_until - limiter.clock(),
                     who=service.who,
-                    hint=service.hint,
+                    hint=hint,
                     urgency=self.urgency,
                 ):
                     response = _get_once(request, self._timeout(), self.settings)
@@ -1216,7 +1219,7 @@ class Sender:
                 log.info("retrying in %.1f s: %s", delay, reason)
                 limiter.defer(host, delay)
         if throttled:
-            raise Throttled(limiter.cooling(service.name), service.who, service.hint)
+            raise Throttled(limiter.cooling(service.name), service.who, hint)
         if unreachable:
             limiter.mark_unreachable(host)
             raise _unreachable(service.who, reason, host, self.settings)
@@ -10802,6 +10805,8 @@ def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | No
         return Answer(found)
     if library.settings.s2_snippets == "off":
         return Answer(f"{found}\n\n{_ACROSS_OFF}")
+    if not _plain_words(call.find or ""):  # nothing to ask it: syntax alone
+        return Answer(found)
     if found == _NOTHING_READ:
         found = f"# {_quote_input(call.find or '')} across arXiv\nNo paper has been read yet."
     return Answer(f"{found}\n\n{_passages_across(call, library)}")

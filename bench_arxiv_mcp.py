@@ -1569,10 +1569,18 @@ def report_stalls(pdfs: dict[str, bytes], runs: int, server: str) -> None:
             peaks[0] = max(peaks[0], rss())
         await overview
         # the converter's work, idle exit
-        while any("spawn_main" in " ".join(c.cmdline()) for c in process.children()):
+        while converting(process):
             peaks[0] = max(peaks[0], rss())
             await asyncio.sleep(0.2)
         return reads, html_only, peaks, rss()
+
+    def converting(process) -> bool:
+        """Whether a converter process of the server's is alive (one exited, a zombie, is not)."""
+        for child in process.children():
+            with contextlib.suppress(psutil.ZombieProcess, psutil.NoSuchProcess):
+                if "spawn_main" in " ".join(child.cmdline()):
+                    return True
+        return False
 
     async def overviews(session, process) -> list[float]:
         return [(await timed_call(session, paper=i))[0] for i in again_ids]

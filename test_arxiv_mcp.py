@@ -6866,9 +6866,21 @@ def test_a_semantic_scholar_fault_costs_only_the_passages_across_arxiv(
     assert across.startswith("None this time: ") and said in across and "\n" not in across
     assert "s2-secret-key" not in answer
     limiter = html_env.library.limiter
-    if "limiting" in said:
-        assert "A free API key (ARXIV_S2_KEY)" in across
+    if "limiting" in said:  # with a key sent: no advice to get one
+        assert "API key" not in across
         assert limiter.cooling(am.S2_SNIPPETS.name) > 0 and limiter.cooling(am.S2_PAPERS.name) == 0
+
+
+def test_without_a_key_a_throttled_snippet_search_says_how_to_raise_the_limit(html_env):
+    server = s2_server(html_env)
+    html_env.script["snippet/search"] = [
+        s2_answer("error_429_paper_search_too_many_requests.json", 429)
+    ] * 4
+    answer = am.arxiv_tool(find="table", library=server)
+    assert answer.endswith(
+        "None this time: Semantic Scholar is limiting requests right now (its capacity, not your "
+        "doing); try again in about 3 s. A free API key (ARXIV_S2_KEY) raises its limit."
+    ), answer
 
 
 def test_passages_across_arxiv_turned_off_send_nothing(html_env):
