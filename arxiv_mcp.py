@@ -9697,6 +9697,88 @@ def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], 
         kept.popitem(last=False)
 
 
+class SemanticScholar:
+    """The library's Semantic Scholar: every answer of it the library asks, through its client
+    (``Client``), each request under its endpoint's ``Service``: a paper's counts and venue, its
+    citations and references (``record``, kept on disk a day), a page of search results' counts
+    (``counts``, kept a day) and passages across arXiv (``snippets``, shared while in flight, never
+    kept).  ``asked``: whether the library asks it of its own accord (the server's, unless
+    ARXIV_S2_URL is off: a paper's counts and venue, a page's counts, the passages across arXiv)."""
+
+    def __init__(self, client: Client, asked: bool):
+        self.client = client
+        self.asked = asked
+
+    def record(
+        self, kind: type, base: str, fetch: Callable[..., Any]
+    ) -> "concurrent.futures.Future[Fetched[bytes]]":
+        """The one fetch of its ``kind`` record of the paper ``base`` (an id without version), as
+        ``_record`` writes it: kept on disk for a day ("null", when S2 does not know the paper,
+        too), else asked (``fetch``)."""
+        return self.client.fetch(
+            f"s2-{kind.__name__}",
+            base,
+            lambda sender: _record(fetch(base, sender=sender)),
+            patience=0,
+            keeping=Keeping(read=bytes, write=bytes, max_age=_CACHED_TTL),
+        )
+
+    def waited(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
+        """Its ``kind`` record of the paper ``base`` (``record``), waited for ``wait`` seconds at
+        most: the fetch goes on past it and is kept.  Raises ArxivError naming it, ``_S2_SLOW``
+        past the wait."""
+        deadline = self.client.limiter.clock() + wait
+        return _from_record(
+            kind, self.client.wait(self.record(kind, base, fetch), deadline, _S2_SLOW).value
+        )
+
+    def linked(self, arxiv_id: str, kind: type[LinkedPapers], wait: float) -> LinkedPapers | None:
+        """The ``kind`` list of ``arxiv_id``'s citations (``fetch_linked``), kept a day, waited for
+        ``wait`` seconds at most (``waited``); None while it does not know the paper.  Raises
+        ArxivError naming it."""
+        if self.client.settings.s2_url == "off":
+            raise ArxivError(_S2_OFF)
+        return self.waited(
+            kind,
+            _split_version(arxiv_id)[0],
+            lambda base, **options: fetch_linked(base, kind, **options),
+            wait,
+        )
+
+    def counts(self, papers: Sequence[Paper]) -> dict[str, int]:
+        """How often each of a search's ``papers`` is cited, within ``_S2_COUNTS_WAIT`` seconds,
+        when ``asked`` (kept on disk a day, as its other answers); none when it is later or
+        fails."""
+        if not self.asked or not papers:
+            return {}
+        ids = [paper.arxiv_id for paper in papers]
+        try:  # the same page of results asked twice at once: one request
+            return self.client.get(
+                "s2-counts",
+                " ".join(ids),
+                lambda sender: fetch_citation_counts(ids, sender=sender),
+                deadline=self.client.limiter.clock() + _S2_COUNTS_WAIT,
+                patience=0,
+                keeping=Keeping(read=json.loads, write=_record, max_age=_CACHED_TTL),
+            ).value
+        except ArxivError as error:
+            log.info("search results without citation counts: %s", error)
+            return {}
+
+    def snippets(self, query: str, limit: int, dates: str, wait: float) -> tuple[Snippet, ...]:
+        """Its ``limit`` passages across its corpus for ``query`` (``fetch_snippets``), shared
+        while in flight and never kept (a search), waited for ``wait`` seconds at most.  Raises
+        ArxivError naming it, ``_S2_SLOW`` past the wait."""
+        return self.client.get(
+            "s2-snippets",
+            f"{limit} {dates} {query}",
+            lambda sender: fetch_snippets(query, limit=limit, dates=dates, sender=sender),
+            deadline=self.client.limiter.clock() + wait,
+            late=_S2_SLOW,
+            patience=0,
+        ).value
+
+
 class Catalogue:
     """What arXiv's search and announcements said, for reading their papers with no request: a
     search's entries stand for their papers' metadata (``remember``), and the latest announcements
@@ -9735,26 +9817,6 @@ class Catalogue:
             if paper is not None and self.library.limiter.clock() - when <= _SEARCHED_TTL
             else None
         )
-
-    def citation_counts(self, papers: Sequence[Paper]) -> dict[str, int]:
-        """How often each of a search's ``papers`` is cited, from Semantic Scholar within
-        ``_S2_COUNTS_WAIT`` seconds, for the server's library (kept on disk a day, as its other
-        answers); none when it is later or fails."""
-        if not self.library.ask_s2 or not papers:
-            return {}
-        ids = [paper.arxiv_id for paper in papers]
-        try:  # the same page of results asked twice at once: one request
-            return self.library.client.get(
-                "s2-counts",
-                " ".join(ids),
-                lambda sender: fetch_citation_counts(ids, sender=sender),
-                deadline=self.library.limiter.clock() + _S2_COUNTS_WAIT,
-                patience=0,
-                keeping=Keeping(read=json.loads, write=_record, max_age=_CACHED_TTL),
-            ).value
-        except ArxivError as error:
-            log.info("search results without citation counts: %s", error)
-            return {}
 
     def listing(self, categories: Sequence[str], deadline: float) -> Listing:
         """The latest announcement of ``categories`` (``fetch_listing``), kept in memory and on disk
@@ -9832,7 +9894,7 @@ class PaperDownloads:
         when the API cannot answer, the latest that arXiv serves).  Semantic Scholar's counts, for
         the server's library, are read from the disk first, else asked beside.  Each step is asked
         whether it is needed with the lock held."""
-        if self.library.ask_s2:
+        if self.library.semantic_scholar.asked:
             self.ask_scholarly(state)
         changed = self.library.scheduler.changed
         with changed:
@@ -9947,7 +10009,7 @@ class PaperDownloads:
 
     def ask_scholarly(self, state: _PaperState) -> None:
         """Semantic Scholar's counts and venue of the paper, written into its state when the one
-        fetch for the paper (``PaperLibrary.s2_fetch``: the disk's day-old answer, else a request)
+        fetch for the paper (``SemanticScholar.record``: the disk's day-old answer, else a request)
         brings them, never waited on; a throttle or a failure is kept nowhere, and the paper goes
         without."""
         base = _split_version(state.arxiv_id)[0]
@@ -9959,7 +10021,9 @@ class PaperDownloads:
                 with self.library.scheduler.changed:
                     state.metadata.scholarly = _from_record(Scholarly, future.result().value)
 
-        self.library.s2_fetch(Scholarly, base, fetch_scholarly).add_done_callback(answered)
+        self.library.semantic_scholar.record(Scholarly, base, fetch_scholarly).add_done_callback(
+            answered
+        )
 
     def refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
@@ -10032,8 +10096,7 @@ class PaperLibrary:
         self.settings = _understood(settings or SETTINGS, self.source_table)
         self.limiter = limiter or LIMITER
         self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
-        # whether a paper's citation counts and venue are asked of Semantic Scholar (the server's)
-        self.ask_s2 = ask_s2 and self.settings.s2_url != "off"
+        asks_s2 = ask_s2 and self.settings.s2_url != "off"  # of its own accord: the server's
         self.scheduler = Scheduler(lambda: self.settings, self._job_done, converters)
         # The least recently used first, by (id, policy): a read from the PDF (``arxiv_markdown``'s)
         # and one from the HTML are two texts.
@@ -10042,6 +10105,7 @@ class PaperLibrary:
         self.find_corpus = FindCorpus()
         self.downloads = PaperDownloads(self)
         self.client = Client(self.settings, self.limiter, cache)
+        self.semantic_scholar = SemanticScholar(self.client, asks_s2)
 
     def close(self) -> None:
         """Stop the scheduler's lanes and converters, and join the library's threads (those still
@@ -10072,10 +10136,10 @@ class PaperLibrary:
         )
 
     def scholarly(self, arxiv_id: str, wait: float) -> Scholarly | None:
-        """Semantic Scholar's counts and venue of the paper, for the server's library (``ask_s2``):
-        known (in memory, or on disk for a day), else waited for ``wait`` seconds at most
-        (``s2``); None for the plain functions, or when it does not know the paper.  Raises
-        ArxivError when it cannot answer now, or is slow (``_S2_SLOW``)."""
+        """Semantic Scholar's counts and venue of the paper, for the server's library
+        (``SemanticScholar.asked``): known (in memory, or on disk for a day), else waited for
+        ``wait`` seconds at most; None for the plain functions, or when it does not know the
+        paper.  Raises ArxivError when it cannot answer now, or is slow (``_S2_SLOW``)."""
         base = _split_version(arxiv_id)[0]
         with self.scheduler.changed:
             known = [
@@ -10083,44 +10147,11 @@ class PaperLibrary:
                 for state in self._states.values()
                 if _split_version(state.arxiv_id)[0] == base
             ]
-        if (found := next(filter(None, known), None)) is not None or not self.ask_s2:
+        if (
+            found := next(filter(None, known), None)
+        ) is not None or not self.semantic_scholar.asked:
             return found
-        return self.s2(Scholarly, base, fetch_scholarly, wait)
-
-    def linked(self, arxiv_id: str, kind: type[LinkedPapers], wait: float) -> LinkedPapers | None:
-        """The ``kind`` list of ``arxiv_id``'s citations (``fetch_linked``), kept a day, waited for
-        ``wait`` seconds at most (``s2``); None while it does not know the paper.  Raises ArxivError
-        naming it."""
-        if self.settings.s2_url == "off":
-            raise ArxivError(_S2_OFF)
-        return self.s2(
-            kind,
-            _split_version(arxiv_id)[0],
-            lambda base, **options: fetch_linked(base, kind, **options),
-            wait,
-        )
-
-    def s2(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
-        """Semantic Scholar's ``kind`` record of the paper ``base`` (``s2_fetch``), waited for
-        ``wait`` seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming
-        it, ``_S2_SLOW`` past the wait."""
-        flight = self.s2_fetch(kind, base, fetch)
-        return _from_record(
-            kind, self.client.wait(flight, self.limiter.clock() + wait, _S2_SLOW).value
-        )
-
-    def snippets(self, query: str, limit: int, dates: str, wait: float) -> tuple[Snippet, ...]:
-        """Semantic Scholar's ``limit`` passages across its corpus for ``query``
-        (``fetch_snippets``), shared while in flight and never kept (a search), waited for ``wait``
-        seconds at most.  Raises ArxivError naming it, ``_S2_SLOW`` past the wait."""
-        return self.client.get(
-            "s2-snippets",
-            f"{limit} {dates} {query}",
-            lambda sender: fetch_snippets(query, limit=limit, dates=dates, sender=sender),
-            deadline=self.limiter.clock() + wait,
-            late=_S2_SLOW,
-            patience=0,
-        ).value
+        return self.semantic_scholar.waited(Scholarly, base, fetch_scholarly, wait)
 
     def render(
         self, arxiv_id: str, pdf: bytes, page: int, bbox: Sequence[float] | None, *, deadline: float
@@ -10136,20 +10167,6 @@ class PaperLibrary:
             deadline,
             "The image was not rendered within the deadline (ARXIV_DEADLINE): the converter is "
             "busy; call again shortly.",
-        )
-
-    def s2_fetch(
-        self, kind: type, base: str, fetch: Callable[..., Any]
-    ) -> "concurrent.futures.Future[Fetched[bytes]]":
-        """The one fetch of Semantic Scholar's ``kind`` record of the paper ``base`` (an id without
-        version), as ``_record`` writes it: kept on disk for a day ("null", when S2 does not know
-        the paper, too), else asked (``fetch``)."""
-        return self.client.fetch(
-            f"s2-{kind.__name__}",
-            base,
-            lambda sender: _record(fetch(base, sender=sender)),
-            patience=0,
-            keeping=Keeping(read=bytes, write=bytes, max_age=_CACHED_TTL),
         )
 
     def metadata(self, arxiv_id: str, deadline: float | None = None) -> Paper:
@@ -10627,9 +10644,9 @@ def answer_sections(call: ReadCall) -> Answer:
     s2_references = typing.cast(LinkedPapers | str, "")
     if any(_name_role(section.title) == REFERENCES for section in reading.sections):
         try:  # what the paper cites, by Semantic Scholar's reckoning, for the reference list
-            s2_references = call.library.linked(call.arxiv_id, CitedPapers, call.s2_wait) or (
-                _S2_UNKNOWN
-            )
+            s2_references = call.library.semantic_scholar.linked(
+                call.arxiv_id, CitedPapers, call.s2_wait
+            ) or (_S2_UNKNOWN)
         except ArxivError as error:
             s2_references = str(error)
     if sections and reading.text is not None:
@@ -10756,10 +10773,10 @@ def _plain_words(find: str) -> str:
 
 
 def _passages_across(call: "ToolCall", library: PaperLibrary) -> str:
-    """Semantic Scholar's passages across arXiv for ``call``'s ``find`` (``PaperLibrary.snippets``,
-    waited for ``_S2_WAIT`` seconds), as many as ``max_results``, narrowed by the submission dates
-    (S2's publication dates); what it cannot narrow (the order, paging) is said.  A failure is
-    its one line: the papers read still answer."""
+    """Semantic Scholar's passages across arXiv for ``call``'s ``find``
+    (``SemanticScholar.snippets``, waited for ``_S2_WAIT`` seconds), as many as ``max_results``,
+    narrowed by the submission dates (S2's publication dates); what it cannot narrow (the order,
+    paging) is said.  A failure is its one line: the papers read still answer."""
     words = _plain_words(call.find or "")
     request = build_search(
         query=words,
@@ -10787,7 +10804,7 @@ def _passages_across(call: "ToolCall", library: PaperLibrary) -> str:
             "always arXiv's submission date."
         )
     try:
-        snippets = library.snippets(words, request.max_results, dates, _S2_WAIT)
+        snippets = library.semantic_scholar.snippets(words, request.max_results, dates, _S2_WAIT)
     except ArxivError as error:
         return f"{_ACROSS_HEADING}\nNone this time: {error}"
     return format_passages_across(call.find or "", snippets, " ".join(notes))
@@ -10796,9 +10813,9 @@ def _passages_across(call: "ToolCall", library: PaperLibrary) -> str:
 def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | None) -> Answer:
     """``find`` across the papers ``paper`` names, or, without ``paper``, across the papers read
     (their words, with no request) and then across arXiv by meaning (``_passages_across``, for the
-    server's library: ``ask_s2``; one line when a setting turns it off)."""
+    server's library: ``SemanticScholar.asked``; one line when a setting turns it off)."""
     named = several_papers(call.paper)
-    across = named is None and library.ask_s2
+    across = named is None and library.semantic_scholar.asked
     budget = _FIND_BESIDE if across else _FIND_CHARS
     found = find_in_papers(named, call.find, call.section, library=library, budget=budget)
     if not across or found.startswith(ERROR):
@@ -10843,17 +10860,18 @@ def answer_bibtex(call: ReadCall) -> Answer:
 
 
 def answer_citations(call: ReadCall) -> Answer:
-    """Who cites the paper, from Semantic Scholar (``PaperLibrary.linked``, ``format_citing``),
+    """Who cites the paper, from Semantic Scholar (``SemanticScholar.linked``, ``format_citing``),
     with the paper's own count when it comes within the same wait."""
     library = call.library
+    scholar = library.semantic_scholar
     wait = call.s2_wait
     deadline = library.limiter.clock() + wait
     counted = (  # the paper's own count, for the total: asked beside the list, within its wait
-        library.s2_fetch(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
-        if library.ask_s2
+        scholar.record(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
+        if scholar.asked
         else None
     )
-    if (citing := library.linked(call.arxiv_id, CitingPapers, wait)) is None:
+    if (citing := scholar.linked(call.arxiv_id, CitingPapers, wait)) is None:
         return Answer(
             f"{ERROR} {_S2} does not know arXiv:{call.arxiv_id} yet (a new paper takes a few "
             "days); try again later."
@@ -10916,7 +10934,7 @@ def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None
             f"{error} Reading papers by id still works meanwhile.", transient=True
         ) from None
     library.catalogue.remember(feed.papers)
-    return format_search(request, feed, library.catalogue.citation_counts(feed.papers))
+    return format_search(request, feed, library.semantic_scholar.counts(feed.papers))
 
 
 # What the tool answers a call that asks for two things at once, or for nothing.
