@@ -10037,8 +10037,9 @@ class PaperDownloads:
             or self.library.limiter.cooling(ARXIV_API.name)
         ):
             return
-        state.metadata.refreshing = True
+        # started first (the lock is held): a thread that cannot start leaves no refresh pending
         self.library.client.flights.start("arxiv-metadata", self.ask_metadata, state)
+        state.metadata.refreshing = True
 
     def cache_for(self, version: str) -> DiskCache | None:
         """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
@@ -10291,8 +10292,9 @@ class PaperLibrary:
         """Start what a waiting read needs that no one has started: the PDF of a paper read from
         another source, for its images (once)."""
         if not state.pdf.asked_for and not state.loading:
-            state.pdf.asked_for = True
+            # started first (the lock is held): a thread that cannot start leaves it to ask again
             self.client.flights.start("arxiv-pdf", self.downloads.download_pdf, state)
+            state.pdf.asked_for = True
 
     def _start(self, key: tuple[str, str], listener: Listener | None) -> _PaperState:
         """A new paper's state, and its download thread."""
@@ -10304,13 +10306,16 @@ class PaperLibrary:
                 f"{wait} s.",
                 transient=True,
             )
-        state = self._states[key] = _PaperState(
+        state = _PaperState(
             *key,
             table=self.source_table,
             metadata=_MetadataState(paper=self.catalogue.searched(key[0])),
             callers=_Callers(listeners=[listener] if listener else []),
         ).guard(self.scheduler.changed)
+        # kept only once its thread has started (the lock is held): one that cannot start leaves
+        # no paper loading for ever, and the next call starts it again
         self.client.flights.start("arxiv-load", self._load, state)
+        self._states[key] = state
         return state
 
     def _load(self, state: _PaperState) -> None:

@@ -1734,6 +1734,23 @@ def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypa
     assert time.monotonic() - started < 5 and refused == ["arxiv-search"]
 
 
+def test_a_paper_whose_download_thread_cannot_start_is_read_by_the_next_call(env, monkeypatch):
+    real, refused = threading.Thread.start, []
+
+    def start(thread):
+        if thread.name == "arxiv-load" and not refused:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        return real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    first = call(paper="1111.2011v2")
+    assert first.startswith(am.ERROR) and "could not start a thread" in first, first
+    started = time.monotonic()
+    assert "**Title:** Quantum Criticality" in call(paper="1111.2011v2")
+    assert time.monotonic() - started < 10 and refused == ["arxiv-load"]
+
+
 def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(
     env, tmp_path, monkeypatch
 ):
