@@ -9501,6 +9501,17 @@ def check_not_found(answer):
     assert answer.startswith("**Error:** arXiv has no paper"), answer
 
 
+def check_passages_across(answer):
+    """Semantic Scholar's part of `find` without `paper`: each paper with an arXiv id and a year,
+    or one line on what it did (it often throttles a caller without a key)."""
+    across = answer.split("## Across arXiv, by meaning (Semantic Scholar)\n", 1)[1]
+    if across.startswith("None this time: "):
+        assert "\n" not in across and "Semantic Scholar" in across, across
+        return
+    papers = re.findall(r"^[0-9]+\. \*\*(\S+)\*\* · .* · ([0-9]{4})$", across, re.M)
+    assert papers and all(am.parse_arxiv_id(arxiv_id) for arxiv_id, _ in papers), across[:500]
+
+
 def test_live_checks_hold_offline_on_recorded_responses(env):
     document = call(paper="1111.2011v2", section="full")
     check_paper_document(
@@ -9522,6 +9533,11 @@ def test_live_checks_hold_offline_on_recorded_responses(env):
     check_not_found(call(paper="2501.00001"))
     with pytest.raises(AssertionError):
         check_not_found(document)
+    env.script["snippet/search"] = [snippet_answer(snippet_items("forest", "adam"))]
+    check_passages_across(am.arxiv_tool(find="learning rate", library=s2_server(env)))
+    env.script["snippet/search"] = [snippet_answer(snippet_items("trials"))]
+    with pytest.raises(AssertionError):  # no paper on arXiv among them
+        check_passages_across(am.arxiv_tool(find="trial", library=s2_server(env)))
 
 
 @pytest.fixture
@@ -9565,6 +9581,13 @@ def test_live_search_date_range(live_library):
 
 def test_live_unknown_id(live_library):
     check_not_found(call(paper="2501.99999"))
+
+
+def test_live_find_across_arxiv(live_library):
+    server = am.PaperLibrary(live_library.settings, am.LIMITER, ask_s2=True)
+    check_passages_across(
+        am.arxiv_tool(find="how is the learning rate adapted per parameter", library=server)
+    )
 
 
 def test_package_installs_an_arxiv_mcp_command(tmp_path):
