@@ -7501,18 +7501,16 @@ _ACROSS_SENTENCE_CHARS = 240  # a longer sentence is a window around its first m
 _ACROSS_CHARS = 4_500  # past this, a paper is a line without its passages
 
 
-def _across_sentences(
-    snippet: Snippet, terms: Sequence[re.Pattern[str]], seen: set[tuple[str, int]]
-) -> list[str]:
-    """The sentences of ``snippet`` to show, verbatim, not ``seen`` in another passage of its paper:
-    those that hold a word of ``terms``, each in bold, else (S2 matched by meaning) its first."""
-    fresh = [(at, text) for at, text in snippet.sentences if (snippet.corpus_id, at) not in seen]
+def _across_sentences(passages: Sequence[Snippet], terms: Sequence[re.Pattern[str]]) -> list[str]:
+    """The sentences to show of a paper's ``passages`` at one place (its windows may overlap: a
+    sentence is one by its offset), verbatim: those that hold a word of ``terms``, each in bold,
+    else (S2 matched by meaning) the first."""
+    fresh = list(dict(sentence for passage in passages for sentence in passage.sentences).items())
     spans = {
         at: sorted(s for found in _term_spans(text, terms) for s in found) for at, text in fresh
     }
     chosen = [(at, text) for at, text in fresh if spans[at]][:_ACROSS_SENTENCES]
     chosen = chosen or fresh[:_ACROSS_SENTENCES]
-    seen.update((snippet.corpus_id, at) for at, _ in chosen)
     return [
         _bolded(text, spans[at], _ACROSS_SENTENCE_CHARS)
         if spans[at]
@@ -7546,8 +7544,9 @@ def format_passages_across(query: str, snippets: Sequence[Snippet], note: str = 
     """Semantic Scholar's passages across arXiv (``fetch_snippets``) as the agent reads on from
     them: by paper, in S2's order (best first), each paper with its arXiv id (to give as
     ``paper``), title, first authors and year (``_across_paper``), and each of its passages with
-    where it stands (``_across_place``) and the sentences that hold ``query``'s words, marked as
-    ``find`` marks them (``_across_sentences``), each sentence once.  A paper not on arXiv is
+    where it stands (``_across_place``: its passages at one place together) and the sentences
+    that hold ``query``'s words, marked as ``find`` marks them (``_across_sentences``), each
+    sentence once.  A paper not on arXiv is
     counted, never shown with an id; past ``_ACROSS_CHARS`` a paper is its line alone.
     ``note``: what S2 could not narrow."""
     papers: dict[str, list[Snippet]] = {}
@@ -7565,14 +7564,15 @@ def format_passages_across(query: str, snippets: Sequence[Snippet], note: str = 
         summary += f" Left out: {elsewhere} {_plural(elsewhere, 'paper')} not on arXiv."
     lines = [f"{_ACROSS_HEADING}\n{summary} {note}".strip()]
     terms = _find_terms(query)
-    seen = set[tuple[str, int]]()
     for rank, (arxiv_id, passages) in enumerate(papers.items(), start=1):
         entry = [_across_paper(rank, arxiv_id, passages)]
+        places: dict[str, list[Snippet]] = {}  # its passages by where they stand, best first
+        for snippet in passages:
+            places.setdefault(_across_place(snippet), []).append(snippet)
         if sum(map(len, lines)) < _ACROSS_CHARS:
-            for snippet in passages:
-                said = " ".join(_across_sentences(snippet, terms, seen))
-                place = f"   - {_across_place(snippet)}"
-                entry.append(f"{place}: {said}" if said else place)
+            for place, at_place in places.items():
+                said = " ".join(_across_sentences(at_place, terms))
+                entry.append(f"   - {place}: {said}" if said else f"   - {place}")
         lines.append("\n".join(entry))
     return "\n\n".join(lines)
 
