@@ -8136,6 +8136,11 @@ JOB_CLOSE = 3
 _SEARCHED_TTL = 3600.0
 _SEARCHED_ENTRIES = 5_000  # keys: a whole day's listing (2,000 papers, with and without version)
 _LISTINGS_KEPT = 8  # announcements of different categories kept in memory
+# Semantic Scholar's passages across arXiv are kept in memory a short while, never on disk: a
+# search that answers after its call's wait serves the call again ("call again shortly"), and
+# none goes stale.
+_SNIPPETS_KEPT_FOR = 600.0
+_SNIPPETS_KEPT = 32  # searches
 # Seconds the API may take to give a paper's metadata before the paper is read with its own: a
 # throttled answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
@@ -9701,13 +9706,16 @@ class SemanticScholar:
     """The library's Semantic Scholar: every answer of it the library asks, through its client
     (``Client``), each request under its endpoint's ``Service``: a paper's counts and venue, its
     citations and references (``record``, kept on disk a day), a page of search results' counts
-    (``counts``, kept a day) and passages across arXiv (``snippets``, shared while in flight, never
-    kept).  ``asked``: whether the library asks it of its own accord (the server's, unless
+    (``counts``, kept a day) and passages across arXiv (``snippets``, kept in memory a short while,
+    never on disk).  ``asked``: whether the library asks it of its own accord (the server's, unless
     ARXIV_S2_URL is off: a paper's counts and venue, a page's counts, the passages across arXiv)."""
 
     def __init__(self, client: Client, asked: bool):
         self.client = client
         self.asked = asked
+        # recent passages across arXiv, by search: (when, passages), oldest first, under ``_lock``
+        self._lock = threading.Lock()
+        self._snippets: OrderedDict[str, tuple[float, tuple[Snippet, ...]]] = OrderedDict()
 
     def record(
         self, kind: type, base: str, fetch: Callable[..., Any]
@@ -9767,16 +9775,31 @@ class SemanticScholar:
 
     def snippets(self, query: str, limit: int, dates: str, wait: float) -> tuple[Snippet, ...]:
         """Its ``limit`` passages across its corpus for ``query`` (``fetch_snippets``), shared
-        while in flight and never kept (a search), waited for ``wait`` seconds at most.  Raises
+        while in flight and kept in memory ``_SNIPPETS_KEPT_FOR`` seconds (never on disk), waited
+        for ``wait`` seconds at most: one that comes later is there for the next call.  Raises
         ArxivError naming it, ``_S2_SLOW`` past the wait."""
-        return self.client.get(
+        key = f"{limit} {dates} {query}"
+        now = self.client.limiter.clock()
+        with self._lock:
+            when, kept = self._snippets.get(key, (-math.inf, ()))
+        if now - when < _SNIPPETS_KEPT_FOR:
+            return kept
+        flight = self.client.fetch(  # no deadline: past the caller's wait, it goes on
             "s2-snippets",
-            f"{limit} {dates} {query}",
+            key,
             lambda sender: fetch_snippets(query, limit=limit, dates=dates, sender=sender),
-            deadline=self.client.limiter.clock() + wait,
-            late=_S2_SLOW,
             patience=0,
-        ).value
+        )
+        flight.add_done_callback(lambda done: self._keep(key, done))
+        return self.client.wait(flight, now + wait, _S2_SLOW).value
+
+    def _keep(self, key: str, flight: "concurrent.futures.Future[Fetched[Any]]") -> None:
+        """Keep the passages ``flight`` brought, for ``_SNIPPETS_KEPT_FOR`` seconds; a failure,
+        never."""
+        if flight.exception() is None:
+            found = (self.client.limiter.clock(), flight.result().value)
+            with self._lock:
+                _keep_newest(self._snippets, [(key, found)], _SNIPPETS_KEPT)
 
 
 class Catalogue:

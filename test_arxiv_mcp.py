@@ -6782,7 +6782,10 @@ def paper_snippet(page: str, arxiv_id: str, printed: str, title: str, score: flo
 
 
 def s2_server(env):
-    """The server's library on ``env``'s fake arXiv: it asks Semantic Scholar."""
+    """The server's library on ``env``'s fake arXiv: it asks Semantic Scholar, unpaced (the
+    test's limiter is ``env``'s alone), so that the fake clock's sleeps of one request never
+    spend another's wait."""
+    env.library.limiter.intervals["api.semanticscholar.org"] = 0.0
     library = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
     env.teardown.append(lambda: stop_pdf_work(library))
     return library
@@ -6886,6 +6889,31 @@ def test_a_semantic_scholar_fault_costs_only_the_passages_across_arxiv(
     if "limiting" in said:  # with a key sent: no advice to get one
         assert "API key" not in across
         assert limiter.cooling(am.S2_SNIPPETS.name) > 0 and limiter.cooling(am.S2_PAPERS.name) == 0
+
+
+def test_a_slow_snippet_search_answers_the_next_call(html_env, monkeypatch):
+    """Past the call's wait the search goes on, and what it brings is kept in memory a while: the
+    next call has it with no second request."""
+    server = s2_server(html_env)
+    monkeypatch.setattr(am, "_S2_WAIT", 0.2)
+    release, real = threading.Event(), urllib.request.urlopen
+    html_env.teardown.append(release.set)
+
+    def held(request, timeout=None):
+        if "snippet/search" in request.full_url:
+            release.wait(10)
+        return real(request, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", held)
+    html_env.script["snippet/search"] = [snippet_answer(snippet_items("forest"))]
+    first = am.arxiv_tool(find="transmission", library=server)
+    assert first.endswith(f"None this time: {am._S2_SLOW}"), first
+    release.set()
+    wait_for(
+        lambda: "**2205.02150**" in am.arxiv_tool(find="transmission", library=server),
+        what="the search, kept",
+    )
+    assert len([url for url in html_env.urls if "snippet" in url]) == 1
 
 
 def test_without_a_key_a_throttled_snippet_search_says_how_to_raise_the_limit(html_env):
@@ -9536,6 +9564,7 @@ def test_live_checks_hold_offline_on_recorded_responses(env):
     env.script["snippet/search"] = [snippet_answer(snippet_items("forest", "adam"))]
     check_passages_across(am.arxiv_tool(find="learning rate", library=s2_server(env)))
     env.script["snippet/search"] = [snippet_answer(snippet_items("trials"))]
+    env.script["paper/batch"] = [FakeResponse(b"[null, null, null, null, null]", S2_PAPER_URL)]
     with pytest.raises(AssertionError):  # no paper on arXiv among them
         check_passages_across(am.arxiv_tool(find="trial", library=s2_server(env)))
 
