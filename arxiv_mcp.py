@@ -525,14 +525,6 @@ _FIRST_COOL_DOWN = 3.0
 _MAX_COOL_DOWN = 300.0
 
 
-def _service(url: str) -> str:
-    """The service a URL asks, whose throttle cools down: its host and first path segment
-    (``export.arxiv.org/api``): arXiv's API is throttled on its own, not its PDFs on the same
-    host."""
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.hostname or ''}/{parts.path.lstrip('/').split('/', 1)[0]}"
-
-
 @dataclass
 class _Turns:
     """When requests may start again: per host (its interval), per service (its cool-down), per
@@ -1081,9 +1073,12 @@ def _get_once(request: Request, timeout: float, settings: Settings) -> HttpRespo
 
 
 def _undeclared(url: str, accept: str) -> Service:
-    """The service of a URL that no declaration names (``http_get``'s): its host and first path
-    segment, cooling down on its own (``_service``), named arXiv in its errors."""
-    return Service(name=_service(url), who="arXiv", setting="", accept=accept)
+    """The service of a URL that no declaration names (``http_get``'s), named by its host and first
+    path segment (``export.arxiv.org/api``: arXiv's API cools down on its own, not its PDFs on the
+    same host), called arXiv in its errors."""
+    parts = urllib.parse.urlsplit(url)
+    name = f"{parts.hostname or ''}/{parts.path.lstrip('/').split('/', 1)[0]}"
+    return Service(name=name, who="arXiv", setting="", accept=accept)
 
 
 def _hop(request: Request, redirect: _Redirected, settings: Settings) -> Request:
