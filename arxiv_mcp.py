@@ -10785,8 +10785,8 @@ def find_in_papers(
 _FIELD_PREFIX = re.compile(r"\b(?:ti|au|abs|co|jr|cat|rn|id|all):", re.I)
 _FIND_BESIDE = 3_000  # characters of the papers read's passages beside those across arXiv
 _ACROSS_OFF = (
-    "*Passages across arXiv are off on this server (ARXIV_S2_SNIPPETS or ARXIV_S2_URL is off): "
-    "the words of `find` stay on this machine.*"
+    "*Passages across arXiv are off on this server (ARXIV_S2_SNIPPETS is off): the words of "
+    "`find` stay on this machine.*"
 )
 
 
@@ -10838,14 +10838,16 @@ def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | No
     (their words, with no request) and then across arXiv by meaning (``_passages_across``, for the
     server's library: ``SemanticScholar.asked``; one line when a setting turns it off)."""
     named = several_papers(call.paper)
-    across = named is None and library.semantic_scholar.asked
+    asked = named is None and library.semantic_scholar.asked  # the server's, for `find` alone
+    off = library.settings.s2_snippets == "off"
+    across = asked and not off and bool(_plain_words(call.find or ""))  # not syntax alone
     budget = _FIND_BESIDE if across else _FIND_CHARS
     found = find_in_papers(named, call.find, call.section, library=library, budget=budget)
-    if not across or found.startswith(ERROR):
+    if found.startswith(ERROR) or not asked:
         return Answer(found)
-    if library.settings.s2_snippets == "off":
+    if off:
         return Answer(f"{found}\n\n{_ACROSS_OFF}")
-    if not _plain_words(call.find or ""):  # nothing to ask it: syntax alone
+    if not across:
         return Answer(found)
     if found == _NOTHING_READ:
         found = f"# {_quote_input(call.find or '')} across arXiv\nNo paper has been read yet."
