@@ -301,7 +301,14 @@ def env(monkeypatch, clock, page_once):
     monkeypatch.setattr(urllib.request, "urlopen", fake)
     monkeypatch.setattr(am, "_page_markdown", page_once)
     settings = am.Settings(deadline=600)
-    limiter = am.RateLimiter(settings.min_interval, clock=clock, sleep=clock.sleep)
+    # Semantic Scholar unpaced: on the one fake clock, a request's pace (a sleep that moves the
+    # clock) would spend the wait of a call waiting for another request at that moment
+    limiter = am.RateLimiter(
+        settings.min_interval,
+        clock=clock,
+        sleep=clock.sleep,
+        intervals={"api.semanticscholar.org": 0.0},
+    )
     library = am.PaperLibrary(settings, limiter)
     monkeypatch.setattr(am, "SETTINGS", settings)
     monkeypatch.setattr(am, "LIMITER", limiter)
@@ -6782,10 +6789,7 @@ def paper_snippet(page: str, arxiv_id: str, printed: str, title: str, score: flo
 
 
 def s2_server(env):
-    """The server's library on ``env``'s fake arXiv: it asks Semantic Scholar, unpaced (the
-    test's limiter is ``env``'s alone), so that the fake clock's sleeps of one request never
-    spend another's wait."""
-    env.library.limiter.intervals["api.semanticscholar.org"] = 0.0
+    """The server's library on ``env``'s fake arXiv: it asks Semantic Scholar."""
     library = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
     env.teardown.append(lambda: stop_pdf_work(library))
     return library
@@ -6870,8 +6874,6 @@ def test_a_semantic_scholar_fault_costs_only_the_passages_across_arxiv(
     settings = dataclasses.replace(html_env.settings, s2_key="s2-secret-key")
     server = am.PaperLibrary(settings, html_env.library.limiter, ask_s2=True)
     html_env.teardown.append(lambda: stop_pdf_work(server))
-    # no pace on the fake clock: a 5xx's back-off alone spaces its retries within the wait
-    monkeypatch.setitem(html_env.library.limiter.intervals, "api.semanticscholar.org", 0.0)
     am.arxiv_tool(paper="2203.00274v2", library=server)
     if fault == "slow":
         hung = threading.Event()
