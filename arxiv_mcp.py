@@ -4569,13 +4569,18 @@ def _unfurnished(text: str, furniture: Sequence[str]) -> str:
             not line.lstrip().startswith("#") and (_furniture_key(line) in furniture)
         )
 
+    def goes(run: list[int]) -> bool:
+        """Whether a run of furniture at the text's edge goes: it is the whole text, stands apart,
+        or holds a running head."""
+        if not run:
+            return False
+        if len(run) == len(lines) or not lines[run[-1]].strip():
+            return True
+        return any(_furniture_key(lines[i]) not in "#" for i in run)
+
     for order in (range(len(lines)), range(len(lines) - 1, -1, -1)):
         run = list(itertools.takewhile(lambda index: furnishing(lines[index]), order))
-        if run and (  # apart, or the whole text, or holding a running head
-            len(run) == len(lines)
-            or not lines[run[-1]].strip()
-            or any(_furniture_key(lines[i]) not in "#" for i in run)
-        ):
+        if goes(run):
             lines[:] = [("" if i in run and line.strip() else line) for i, line in enumerate(lines)]
     return "".join(lines)
 

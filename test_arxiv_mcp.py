@@ -1721,19 +1721,26 @@ def test_metadata_in_flight_is_asked_once_and_each_caller_waits_to_its_own_deadl
     assert patient[0].title.startswith("Quantum") and asked == ["1111.2011v2"]
 
 
-def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypatch):
-    """The machine is short of threads when a search would start its flight: that call says so,
-    and the same search right after is asked afresh (it was not left waiting for a flight that
-    never flew)."""
+def refusing_a_thread(monkeypatch, name: str) -> list[str]:
+    """The first thread named ``name`` cannot start (the machine is short of threads): the list
+    it returns names it once it was refused."""
     real, refused = threading.Thread.start, []
 
     def start(thread):
-        if thread.name == "arxiv-search" and not refused:
+        if thread.name == name and not refused:
             refused.append(thread.name)
             raise RuntimeError("can't start new thread")
         return real(thread)
 
     monkeypatch.setattr(threading.Thread, "start", start)
+    return refused
+
+
+def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypatch):
+    """The machine is short of threads when a search would start its flight: that call says so,
+    and the same search right after is asked afresh (it was not left waiting for a flight that
+    never flew)."""
+    refused = refusing_a_thread(monkeypatch, "arxiv-search")
     first = call(query="quantum criticality")
     assert first.startswith(am.ERROR) and "could not start a thread" in first, first
     started = time.monotonic()
@@ -1742,15 +1749,7 @@ def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypa
 
 
 def test_a_paper_whose_download_thread_cannot_start_is_read_by_the_next_call(env, monkeypatch):
-    real, refused = threading.Thread.start, []
-
-    def start(thread):
-        if thread.name == "arxiv-load" and not refused:
-            refused.append(thread.name)
-            raise RuntimeError("can't start new thread")
-        return real(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", start)
+    refused = refusing_a_thread(monkeypatch, "arxiv-load")
     first = call(paper="1111.2011v2")
     assert first.startswith(am.ERROR) and "could not start a thread" in first, first
     started = time.monotonic()
