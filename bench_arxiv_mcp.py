@@ -13,6 +13,7 @@
     uv run bench_arxiv_mcp.py --overviews  # the overviews an agent routes by
     uv run bench_arxiv_mcp.py --machine    # three stdio servers on one cache folder
     uv run bench_arxiv_mcp.py --find       # `find` over the 50 papers read, warm, restarted
+    uv run bench_arxiv_mcp.py --ask        # `find` as an agent asks: evidence, cost, speed
     uv run bench_arxiv_mcp.py --stalls     # answers beside background PDF work; memory
     uv run bench_arxiv_mcp.py --listing    # a day's announcement of 2,000 papers
     uv run bench_arxiv_mcp.py --faults     # five full reads while converters are killed
@@ -1479,6 +1480,115 @@ def report_find_across(pdfs: dict[str, bytes], runs: int) -> None:
     )
 
 
+QUESTIONS = HERE / "testdata" / "questions.json"
+
+
+def plain_words(text: str) -> str:
+    """``text``'s words alone, folded as `find` folds them: how the truth set's evidence is
+    compared with what an agent read."""
+    return " ".join(re.findall(r"\w+", am._quick_fold(text)))
+
+
+def evidence_reached(
+    library: am.PaperLibrary, arxiv_id: str, words: str, evidence: str
+) -> tuple[bool, int, int]:
+    """What an agent reads to reach ``evidence`` with ``find``: the overview, `find`'s whole answer,
+    then the section of its first passage. Whether the evidence is in what it read, the characters
+    read, and those of ``section="full"`` (capped at 50,000)."""
+    overview = am.arxiv_tool(paper=arxiv_id, library=library)
+    found = am.arxiv_tool(paper=arxiv_id, find=words, library=library)
+    first = re.search(r"^1\. \*\*(.+?)\*\*", found, re.M)
+    section = ""
+    if first and first[1] != "front matter":
+        label = first[1]
+        number = label.split()[0] if re.match(r"[0-9A-Z]+(?:[.-][0-9A-Z]+)*\s", label) else label
+        section = am.arxiv_tool(paper=arxiv_id, section=number, library=library)
+    full = am.arxiv_tool(paper=arxiv_id, section="full", library=library)[:50_000]
+    read = overview + found + section
+    return plain_words(evidence) in plain_words(read), len(read), len(full)
+
+
+def report_evidence() -> None:
+    """Issue 72: the truth set's questions (testdata/questions.json), and their keywords, as an
+    agent reads: how often the evidence is reached before the full text, and the median share of the
+    full text's tokens it costs."""
+    truth = json.loads(QUESTIONS.read_text())["questions"]
+    versions = {**HTML_VERSIONS, "2403.03507": "2403.03507v1"}
+    htmls = {versions[stem]: (HTML_DIR / f"{stem}.html").read_bytes() for stem in versions}
+    pdfs = {
+        corpus_id(path): path.read_bytes()
+        for path in (HERE / "testdata").glob("*.pdf")
+        if corpus_id(path)
+    }
+    server = serve(corpus_answer(pdfs, htmls))
+    library = am.PaperLibrary(stand_in_settings(server), am.RateLimiter(0.0))
+    print(
+        "| the truth set's 45 questions | evidence reached before the full text | median share "
+        "of the full text's tokens | missed |\n|---|---|---|---|"
+    )
+    for kind in ("question", "keywords"):
+        reached = []
+        shares = []
+        missed = []
+        for item in truth:
+            arxiv_id = versions.get(item["paper"]) or corpus_id(Path(item["paper"] + ".pdf"))
+            got, read, full = evidence_reached(library, arxiv_id, item[kind], item["evidence"])
+            reached.append(got)
+            shares.append(read / full)
+            if not got:
+                missed.append(item[kind])
+        print(
+            f"| {kind} | {sum(reached)} of {len(reached)} ({sum(reached) / len(reached):.0%}) | "
+            f"{statistics.median(shares):.0%} | {'; '.join(missed)} |"
+        )
+    server.shutdown()
+
+
+def report_ask(pdfs: dict[str, bytes], runs: int) -> None:
+    """Issue 72: what ranking costs. `find` warm on the largest paper of the corpus (keywords, then
+    a question), and `find` alone over twenty papers read (the corpus PDFs and the shared HTML
+    pages, under twenty ids in turn), warm: medians of ``runs``."""
+    largest = max(pdfs, key=lambda i: len(pdfs[i]) if i == "2502.21088v1" else 0)
+    htmls = [(HTML_DIR / f"{stem}.html").read_bytes() for stem in HTML_VERSIONS]
+    sources = [("pdf", data) for data in pdfs.values()] + [("html", page) for page in htmls]
+    ids = [f"2601.{n:05d}v1" for n in range(20)]
+    chosen = {arxiv_id: sources[n % len(sources)] for n, arxiv_id in enumerate(ids)}
+    chosen[largest] = ("pdf", pdfs[largest])
+    answer = corpus_answer(
+        {i: d for i, (kind, d) in chosen.items() if kind == "pdf"},
+        {i: d for i, (kind, d) in chosen.items() if kind == "html"},
+    )
+    server = serve(answer)
+    settings = stand_in_settings(server)
+    library = am.PaperLibrary(settings, am.RateLimiter(0.0))
+    am.arxiv_tool(paper=largest, section="full", library=library)
+    wait_idle(library)
+    asked = {
+        "keywords": "cross section uncertainty",
+        "a question": "how large is the systematic uncertainty of the cross section?",
+    }
+    rows = []
+    for name, words in asked.items():
+        am.arxiv_tool(paper=largest, find=words, library=library)
+        seconds = [
+            timed(am.arxiv_tool, paper=largest, find=words, library=library)[0] for _ in range(runs)
+        ]
+        rows.append((f"warm `find` of {name} on {largest}, the largest paper", seconds))
+    for arxiv_id in ids:
+        am.arxiv_tool(paper=arxiv_id, library=library)
+    wait_idle(library)
+    for name, words in asked.items():
+        am.arxiv_tool(find=words, library=library)
+        seconds = [timed(am.arxiv_tool, find=words, library=library)[0] for _ in range(runs)]
+        rows.append((f"warm `find` of {name} alone, over the {len(ids) + 1} papers read", seconds))
+    server.shutdown()
+    print(f"| `find` ({runs} runs) | median | slowest |\n|---|---|---|")
+    for name, seconds in rows:
+        print(
+            f"| {name} | {statistics.median(seconds) * 1e3:.0f} ms | {max(seconds) * 1e3:.0f} ms |"
+        )
+
+
 S2_DIR = HERE.parent / "shared" / "s2"
 # Real snippet search answers whose papers are on arXiv (``../shared/s2``): ten passages, what a
 # default `find` asks for.
@@ -2030,6 +2140,11 @@ def main() -> None:
         help="only `find` over the 50 papers read, warm and after a restart (issue 32)",
     )
     parser.add_argument(
+        "--ask",
+        action="store_true",
+        help="only `find` as an agent asks: what ranking costs (issue 72)",
+    )
+    parser.add_argument(
         "--pace",
         action="store_true",
         help="only the agent session at arXiv's pace through a real stdio server (issue 40)",
@@ -2097,6 +2212,7 @@ def main() -> None:
         "overviews": lambda: report_overviews(pdfs),
         "machine": lambda: report_machine(pdfs, args.runs, args.server),
         "find": lambda: report_find_across(pdfs, args.runs),
+        "ask": lambda: (report_evidence(), report_ask(pdfs, args.runs)),
         "stalls": lambda: report_stalls(pdfs, args.runs, args.server),
         "pace": lambda: report_pace(pdfs, args.runs, args.server),
         "listing": lambda: report_listing(args.runs),
