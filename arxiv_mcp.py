@@ -6407,10 +6407,28 @@ def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
     return f"@{kind}{{{bibtex_key(paper, year)},\n{body}}}"
 
 
-# Finding a passage: words or "quoted phrases" in the raw text's paragraphs.
+# Finding a passage: the words of a query that weigh, each matching its forms, and "quoted phrases"
+# as written.
 _FIND_PASSAGES = 8  # passages in one answer
 _FIND_CHARS = 6_000  # characters of passages in one answer
 _PASSAGE_WINDOW = 600  # characters of a long paragraph shown around its first match
+# Words that carry no meaning of their own, which weigh nothing in `find` and are not sent to
+# arXiv's search: English function words, and the words that make a question of the rest.
+_FUNCTION_WORDS = frozenset(
+    "a about above after again against all also am an and any are as at be because been before "
+    "being below between both but by can cannot could describe did do does doing done down "
+    "during each either explain for from further get gets got had has have having he her here "
+    "hers herself him himself his how i if in into is it its itself just let many may me might "
+    "much must my myself no nor not of off on once only onto or our ours ourselves out over per "
+    "shall she should so some such tell than that the their theirs them themselves then there "
+    "these they this those through thus to too under until up upon us was we were what when "
+    "where whether which while who whom whose why will with within without would you your yours "
+    "yourself yourselves"
+    # and the verb of a question that asks which thing was used
+    " use used uses using".split()
+)
+# how a word of a query ends, before it is looked for: the punctuation of a sentence around it
+_AROUND_A_WORD = ".,;:!?()[]'\"“”‘’`"
 
 
 def _fold(text: str) -> tuple[str, list[int]]:
@@ -6425,18 +6443,93 @@ def _fold(text: str) -> tuple[str, list[int]]:
     return "".join(folded), where
 
 
-def _find_terms(query: str) -> list[re.Pattern[str]]:
-    """The patterns of a query: each "quoted phrase" as written, each other word at the start of a
-    word."""
+@dataclass(frozen=True)
+class _Term:
+    """One thing ``find`` looks for, in folded text (``_fold``): a word that weighs, which matches
+    its forms (those with its ``stem``), or a "quoted phrase" or a word with parts
+    (``low-rank``), which match as written; a quoted phrase is ``required`` of every passage
+    found."""
+
+    said: str  # as the query gives it, folded
+    pattern: re.Pattern[str]
+    stem: str = ""  # a word's; "" where every match of the pattern counts
+    required: bool = False
+
+    def finditer(self, folded: str) -> Iterator[re.Match[str]]:
+        """Its matches in ``folded`` text: a whole word of its forms, or its phrase as written."""
+        matches = self.pattern.finditer(folded)
+        if not self.stem:
+            return matches
+        return (match for match in matches if _stem(match[0]) == self.stem)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    """The stem a folded word shares with its plural, -ing and -ed forms: ``train``, ``trains``,
+    ``trained``, ``training`` → ``train``; ``reduce``, ``reducing`` → ``reduc``; ``memory``,
+    ``memories`` → ``memori``; ``running`` → ``run``. Each rule in turn, once; a word of three
+    letters or fewer is its own stem (cached: ``find`` asks it of every word a prefix matches)."""
+    if len(word) <= 3:
+        return word
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        return word[:-3] + "i"
+    if word.endswith("y") and word[-2] not in "aeiou":
+        return word[:-1] + "i"
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for ending in ("ing", "ed"):
+        rest = word.removesuffix(ending)
+        if rest != word and len(rest) >= 3 and re.search("[aeiouy]", rest) and word != "eed":
+            word = rest
+            if rest[-1] == rest[-2] and rest[-1] not in "aeiouslz":  # running, embedded
+                word = rest[:-1]
+            break
+    if word.endswith("e") and len(word) > 3 and not word.endswith("ee"):
+        word = word[:-1]
+    return word
+
+
+def _phrase_pattern(words: Sequence[str], between: str) -> re.Pattern[str]:
+    """Folded ``words`` in a row, ``between`` each two, as whole words (the last one's plural
+    too)."""
+    return re.compile(r"(?<!\w)" + between.join(map(re.escape, words)) + r"(?:e?s)?(?!\w)")
+
+
+def _find_terms(query: str) -> list[_Term]:
+    """The terms of a query, in its order: each "quoted phrase" as written, required; each other
+    word that weighs, with its forms (a word of parts, ``low-rank``, as written, hyphen or not);
+    the function words (``_FUNCTION_WORDS``) weigh nothing, unless the query has no other."""
     terms = []
     for phrase, word in re.findall(r'"([^"]+)"|(\S+)', query):
-        folded = _fold(" ".join((phrase or word.strip(".,;:!?()[]'")).split()))[0]
-        if folded:
-            terms.append(re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, folded.split()))))
-    return terms
+        folded = _fold(" ".join((phrase or word.strip(_AROUND_A_WORD)).split()))[0]
+        parts = re.findall(r"\w+", folded)
+        if not parts:
+            continue
+        if phrase:
+            terms.append(_Term(folded, _phrase_pattern(parts, r"\s+"), required=True))
+        elif len(parts) > 1:
+            terms.append(_Term(folded, _phrase_pattern(parts, r"[\W_]*")))
+        else:
+            stem = _stem(folded)
+            prefix = stem.removesuffix("i")  # memori: memory, memories
+            terms.append(_Term(folded, re.compile(r"(?<!\w)" + re.escape(prefix) + r"\w*"), stem))
+    weighing = [term for term in terms if term.required or term.said not in _FUNCTION_WORDS]
+    return weighing or terms
 
 
-def _term_spans(text: str, terms: Sequence[re.Pattern[str]]) -> list[list[tuple[int, int]]]:
+_QUOTED = re.compile(r'"[^"]*"')
+
+
+def _weightless(query: str) -> list[str]:
+    """The words of ``query`` that ``find`` passes over (``_find_terms``), folded."""
+    said = {term.said for term in _find_terms(query)}
+    words = [_fold(word.strip(_AROUND_A_WORD))[0] for word in _QUOTED.sub(" ", query).split()]
+    return list(dict.fromkeys(word for word in words if word and word not in said))
+
+
+def _term_spans(text: str, terms: Sequence[_Term]) -> list[list[tuple[int, int]]]:
     """For each term, the spans of ``text`` it matches (folded: any case, no accents)."""
     folded, where = _fold(text)
     return [
@@ -6445,17 +6538,22 @@ def _term_spans(text: str, terms: Sequence[re.Pattern[str]]) -> list[list[tuple[
     ]
 
 
-def _matches_in(passage: Passage, terms: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
-    """The spans of ``passage.text`` that the terms match, or [] unless every term matches."""
-    found = _term_spans(passage.text, terms)
-    return sorted(span for spans in found for span in spans) if all(found) else []
+def _matches_in(passage: Passage, terms: Sequence[_Term]) -> list[tuple[int, int]]:
+    """The spans of ``passage.text`` that any of the terms match, in order: what is marked."""
+    return sorted(span for spans in _term_spans(passage.text, terms) for span in spans)
+
+
+def _holds_every(text: str, terms: Sequence[_Term]) -> bool:
+    """Whether ``text`` holds every one of the terms: how ``find`` narrows a list."""
+    return all(_term_spans(text, terms))
 
 
 def _bolded(text: str, spans: Sequence[tuple[int, int]], window: int = _PASSAGE_WINDOW) -> str:
-    """``text`` (a window of a passage, ``window`` characters) with its matches in bold, around the
-    first one; matches that only white space parts are one bold run (``**Drude weight**``: fewer
-    marks, and the phrase stays findable in the answer)."""
-    start = max(0, spans[0][0] - window // 3)
+    """``text`` (a window of a passage, ``window`` characters: all of a shorter one) with its
+    matches in bold, around the first one; matches that only white space parts are one bold run
+    (``**Drude weight**``: fewer marks, and the phrase stays findable in the answer)."""
+    first = spans[0][0] if spans else 0
+    start = max(0, min(first - window // 3, len(text) - window))
     end = min(len(text), start + window)
     runs: list[tuple[int, int]] = []
     for left, right in spans:
@@ -7183,11 +7281,7 @@ def format_references(
     those whose text or details hold every word of ``words`` (as ``find`` matches them), or the
     ``page`` (first, how many) of them that a line after them names, with the call for the next."""
     terms = _find_terms(words)
-    held = [
-        e
-        for e in entries
-        if not terms or _matches_in(Passage(0, 0, f"{e.text} {_reference_details(e)}"), terms)
-    ]
+    held = [e for e in entries if _holds_every(f"{e.text} {_reference_details(e)}", terms)]
     first, count = page or (0, len(held))
     most = sorted((e for e in entries if e.cited_in), key=lambda e: -len(e.cited_in))
     named = ", ".join(f"{e.label} {len(e.cited_in)}×" for e in most[:_CITED_MOST])
@@ -7247,17 +7341,17 @@ def format_find(
     overview: Overview | None = None,
     within: Sequence[Section] = (),
 ) -> str:
-    """The passages (paragraphs) that hold every word and "quoted phrase" of ``query``, best first
-    as
-    ``find_across`` ranks them (the most matches, for their length, then reading order), as
-    ``_format_hits`` lists them; each names its section (``overview``'s list).  ``within`` (of
-    ``overview``'s rows) keeps the passages of those sections.  No match is a short answer, not an
-    error."""
+    """The passages (paragraphs) that hold the words and "quoted phrases" of ``query``, best first
+    as ``find_across`` ranks them, as ``_format_hits`` lists them, under a line that counts them
+    and says how they are ranked (``_ranking``); each names its section (``overview``'s list),
+    whose title counts for it.  ``within`` (of ``overview``'s rows) keeps the passages of those
+    sections.  No match is a short answer, not an error."""
     sections = [row.section for row in overview.sections] if overview else []
     if not _find_terms(query):
         return f'{ERROR} `find` needs words or a "quoted phrase".'
     if within:
         passages = [p for p in passages if any(s.start <= p.offset < s.end for s in within)]
+        sections = [s for s in sections if any(w.start <= s.start < w.end for w in within)]
     hits = find_across([Findable(paper.arxiv_id, paper.title, passages, sections)], query)[0]
     where = f' in section "{", ".join(s.number or s.title for s in within)}"' if within else ""
     if not hits:
@@ -7266,15 +7360,14 @@ def format_find(
             f"No passage of this paper{where} matches {_quote_input(query)}. Its sections: {names}."
         )
     entries = _format_hits(hits, query, lambda hit: "")
+    shown = (
+        "all shown, best first" if len(entries) == len(hits) else f"the best {len(entries)} first"
+    )
     lines = [
         f"# {_quote_input(query)} in {paper.title} (arXiv:{paper.arxiv_id})",
         f"{len(hits)} {_plural(len(hits), 'passage')}{where} "
-        f"{_plural(len(hits), 'matches', 'match')}; "
-        + (
-            "all shown, best first."
-            if len(entries) == len(hits)
-            else f"the best {len(entries)} first."
-        ),
+        f"{_plural(len(hits), 'matches', 'match')}{_every_word(hits, query)}; {shown}.",
+        _ranking(query),
         "",
         "\n\n".join(entries),
     ]
@@ -7290,12 +7383,32 @@ def format_find(
     return "\n".join(lines).strip()
 
 
+def _every_word(hits: Sequence["_Hit"], query: str) -> str:
+    """How many of ``hits`` hold every term of ``query``, where it has several: ``, 3 with every
+    word``."""
+    if len(_find_terms(query)) < 2:
+        return ""
+    return f", {sum(hit.whole for hit in hits)} with every word"
+
+
+def _ranking(query: str) -> str:
+    """How ``find_across`` ranks the passages of ``query``, in a sentence, with the words it passed
+    over."""
+    said = ", ".join(term.said for term in _find_terms(query))
+    ranking = f"Ranked by {said} and their forms (BM25: a rarer word weighs more)"
+    if len(_find_terms(query)) > 1:
+        ranking += ", passages with every word first"
+    if weightless := _weightless(query):
+        ranking += f"; {', '.join(weightless)}: no weight"
+    return f"{ranking}."
+
+
 def _format_hits(
     hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str], budget: int = _FIND_CHARS
 ) -> list[str]:
-    """The entries of the best ``hits``: each its ``label``, its section, page and count of matches,
-    and its passage with the matches in bold; at most ``_FIND_PASSAGES`` and ``budget``
-    characters."""
+    """The entries of the best ``hits``: each its ``label``, its section, page and count of matches
+    (its section title's among them), and its passage with the matches in bold; at most
+    ``_FIND_PASSAGES`` and ``budget`` characters."""
     entries: list[str] = []
     terms = _find_terms(query)
     for hit in hits[:_FIND_PASSAGES]:
@@ -7318,9 +7431,12 @@ _FIND_PAPERS = 10  # papers one `find` names at most
 # BM25's usual weights: how fast repeats saturate, how much length counts
 _BM25_K1 = 1.2
 _BM25_B = 0.75
-# BM25 measures a passage's length against what one shown window holds (``_PASSAGE_WINDOW``), not
-# against the average: a raw text layer's blocks can be lines of 100 characters, against which every
-# paragraph is long.
+# BM25 measures a passage's length against the average of those searched, taken as at least
+# _BM25_AVERAGE characters (a raw text layer's blocks can be lines of 100 characters, against which
+# every paragraph is long), and a passage as at least _BM25_SHORTEST of it (a caption's few words
+# are no better evidence for being few).
+_BM25_AVERAGE = 300
+_BM25_SHORTEST = 0.5
 _PAPER_LINES = 20  # papers with matches listed one a line in a search over every paper read
 _FIND_KEPT = (
     64  # papers' texts read from the disk cache that `find` keeps in memory for the next search
@@ -7344,14 +7460,19 @@ def _findable(arxiv_id: str, title: str, text: ParsedText) -> Findable:
 
 @dataclass(frozen=True)
 class _Hit:
-    """A passage that holds every term, with what labels it and the counts that rank it (its matches
+    """A passage that holds a term, with what labels it and the counts that rank it (its matches
     are marked only if it is shown: ``_matches_in`` is slow)."""
 
     arxiv_id: str
     section: Section | None  # its section, None before the first
     passage: Passage
-    counts: tuple[int, ...]  # how often each term occurs in it
+    counts: tuple[int, ...]  # how often each term occurs in it and in its sections' titles
     nth: int  # its place among its paper's matching passages, from 0: ties go to each paper in turn
+
+    @property
+    def whole(self) -> bool:
+        """Whether it holds every term."""
+        return all(self.counts)
 
 
 @functools.cache
@@ -7372,7 +7493,7 @@ def _quick_fold(text: str) -> str:
     return _combining_marks().sub("", unicodedata.normalize("NFKD", text)).casefold()
 
 
-def _term_counts(passages: Sequence[Passage], terms: Sequence[re.Pattern[str]]) -> list[list[int]]:
+def _term_counts(passages: Sequence[Passage], terms: Sequence[_Term]) -> list[list[int]]:
     """How often each term occurs in each passage (a row per term), from one fold of all of them
     joined by NUL (``_quick_fold`` keeps it; no term matches across it) and each match placed by its
     offset: C speed."""
@@ -7389,28 +7510,57 @@ def _term_counts(passages: Sequence[Passage], terms: Sequence[re.Pattern[str]]) 
     return counts
 
 
+def _title_counts(paper: "Findable", terms: Sequence[_Term]) -> list[list[int]]:
+    """How often each term occurs in the titles of the sections that hold each passage of
+    ``paper`` (a row per term, as ``_term_counts``): a section's title counts for its passages,
+    its subsections' included."""
+    counts = [[0] * len(paper.passages) for _ in terms]
+    titles = _term_counts([Passage(0, 0, section.title) for section in paper.sections], terms)
+    offsets = [passage.offset for passage in paper.passages]
+    for n, section in enumerate(paper.sections):
+        first = bisect.bisect_right(offsets, section.start)  # after its heading
+        last = bisect.bisect_left(offsets, section.end)
+        for row, title in zip(counts, titles):
+            if not title[n]:
+                continue
+            for i in range(first, last):
+                row[i] += title[n]
+    return counts
+
+
 def find_across(
     papers: Iterable[Findable], query: str
 ) -> tuple[list[_Hit], dict[str, tuple[str, int]], int]:
-    """The passages of ``papers`` (read one at a time: they may stream from the disk) that hold
-    every word and "quoted phrase" of ``query``, best first on one scale for all papers: BM25, where
-    a term counts for more the fewer of all the passages hold it and a passage's repeats for less
-    the longer it is past ``_PASSAGE_WINDOW``, so that a long paper's many long passages do not
-    crowd out a short paper's better one; ties go to each paper in turn.  Also each paper's title
-    and count of matching passages, in the order given, and how many passages were searched."""
+    """The passages of ``papers`` (read one at a time: they may stream from the disk) that hold a
+    word or "quoted phrase" of ``query`` that weighs (``_find_terms``: every quoted phrase; a
+    section's title counts for its passages), best first on one scale for all papers: those with
+    every term first, then by BM25, where a term counts for more the fewer of all the passages
+    hold it and a passage's repeats for less the longer it is than the average (``_BM25_AVERAGE``),
+    so that a long paper's many long passages do not crowd out a short paper's better one; ties go
+    to each paper in turn.  Also each paper's title and count of matching passages, in the order
+    given, and how many passages were searched."""
     terms = _find_terms(query)
+    required = [term.required for term in terms]
     hits = []
     counts = {}
     searched = 0
+    length = 0  # of the passages searched, in characters
     holding: Counter[int] = Counter()
     for paper in papers:
-        found = _term_counts(paper.passages, terms)
+        found = [
+            [in_text + in_title for in_text, in_title in zip(text_row, title_row)]
+            for text_row, title_row in zip(
+                _term_counts(paper.passages, terms), _title_counts(paper, terms)
+            )
+        ]
         searched += len(paper.passages)
+        length += sum(len(passage.text) for passage in paper.passages)
         holding.update({n: sum(map(bool, row)) for n, row in enumerate(found)})
         matching = [
-            (passage, tuple(row[i] for row in found))
+            (passage, here)
             for i, passage in enumerate(paper.passages)
-            if all(row[i] for row in found)
+            if any(here := tuple(row[i] for row in found))
+            and all(count for count, needed in zip(here, required) if needed)
         ]
         counts[paper.arxiv_id] = (paper.title, len(matching))
         for nth, (passage, found_here) in enumerate(matching):
@@ -7427,13 +7577,15 @@ def find_across(
         math.log(1 + (searched - holding[n] + 0.5) / (holding[n] + 0.5)) for n in range(len(terms))
     ]
 
+    average = max(_BM25_AVERAGE, length / max(searched, 1))
+
     def score(hit: _Hit) -> float:
-        norm = _BM25_K1 * (
-            1 - _BM25_B + _BM25_B * max(1.0, len(hit.passage.text) / _PASSAGE_WINDOW)
-        )
+        relative = max(_BM25_SHORTEST, len(hit.passage.text) / average)
+        norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * relative)
         return sum(w * c * (_BM25_K1 + 1) / (c + norm) for w, c in zip(weights, hit.counts))
 
-    return sorted(hits, key=lambda hit: (-round(score(hit), 9), hit.nth)), counts, searched
+    ranked = sorted(hits, key=lambda hit: (not hit.whole, -round(score(hit), 9), hit.nth))
+    return ranked, counts, searched
 
 
 def format_find_across(
@@ -7447,11 +7599,13 @@ def format_find_across(
     """What ``find`` across papers answers: the best passages (``find_across``), each labelled with
     its paper and section, the matches in bold, at most ``_FIND_PASSAGES`` and ``budget``
     characters; then a line per paper with its count (``everything``, the papers read: only those
-    with matches) and one per paper that failed."""
+    with matches) and one per paper that failed.  No passage of the papers read is one line."""
     count = len(counts) + len(failures)
     papers = f"{count} {_plural(count, 'paper')}"
     if everything:
         papers = f"the {papers} read"
+    if not hits and not failures and everything:
+        return f"# {_quote_input(query)} in {papers}\nNo passage of them holds these words."
     entries = _format_hits(
         hits,
         query,
@@ -7461,8 +7615,8 @@ def format_find_across(
     matching = sum(count > 0 for _, count in counts.values())
     shown = "all" if len(entries) == len(hits) else f"the best {len(entries)}"
     summary = (
-        f"{len(hits)} {_plural(len(hits), 'passage')} match, in {matching} of {papers}; "
-        f"{shown} shown, best first on one scale."
+        f"{len(hits)} {_plural(len(hits), 'passage')} match{_every_word(hits, query)}, in "
+        f"{matching} of {papers}; {shown} shown, best first on one scale.\n{_ranking(query)}"
         if hits
         else f"No passage matches in any of {papers}."
     )
@@ -7496,27 +7650,21 @@ def format_find_across(
 
 # Passages across arXiv (Semantic Scholar's, ``Snippet``): what one answer shows of them.
 _ACROSS_HEADING = "## Across arXiv, by meaning (Semantic Scholar)"
-_ACROSS_SENTENCES = 2  # sentences of a passage shown: those that hold the words, else its first
-_ACROSS_SENTENCE_CHARS = 240  # a longer sentence is a window around its first match
+_ACROSS_SENTENCES = 2  # sentences of a passage shown, whole: those with the words, else its first
 _ACROSS_CHARS = 4_500  # past this, a paper is a line without its passages
 
 
-def _across_sentences(passages: Sequence[Snippet], terms: Sequence[re.Pattern[str]]) -> list[str]:
+def _across_sentences(passages: Sequence[Snippet], terms: Sequence[_Term]) -> list[str]:
     """The sentences to show of a paper's ``passages`` at one place (its windows may overlap: a
-    sentence is one by its offset), verbatim: those that hold a word of ``terms``, each in bold,
-    else (S2 matched by meaning) the first."""
+    sentence is one by its offset), whole and verbatim: those that hold a word of ``terms``, each
+    in bold, else (S2 matched by meaning) the first."""
     fresh = list(dict(sentence for passage in passages for sentence in passage.sentences).items())
     spans = {
         at: sorted(s for found in _term_spans(text, terms) for s in found) for at, text in fresh
     }
     chosen = [(at, text) for at, text in fresh if spans[at]][:_ACROSS_SENTENCES]
     chosen = chosen or fresh[:_ACROSS_SENTENCES]
-    return [
-        _bolded(text, spans[at], _ACROSS_SENTENCE_CHARS)
-        if spans[at]
-        else _shortened(text, _ACROSS_SENTENCE_CHARS)
-        for at, text in chosen
-    ]
+    return [_bolded(text, spans[at], len(text)) for at, text in chosen]
 
 
 def _across_place(snippet: Snippet) -> str:
@@ -7647,7 +7795,7 @@ def format_citing(
             Findable(str(n), p.title, [Passage(0, n, " ".join((p.title, *p.contexts)))])
             for n, p in enumerate(papers)
         ]
-        papers = [papers[int(hit.arxiv_id)] for hit in find_across(texts, find)[0]]
+        papers = [papers[int(hit.arxiv_id)] for hit in find_across(texts, find)[0] if hit.whole]
     start, count = page
     shown = papers[start : start + count]
     total = f": cited by {_thousands(known.citations)} in all" if known else ""
@@ -7691,14 +7839,14 @@ def _citing_facts(paper: Linked) -> list[str]:
 
 
 def _found_in_listing(listing: Listing, find: str) -> list[Announced]:
-    """The papers of ``listing`` whose title, authors and abstract hold ``find``'s words, best first
-    (``find_across``, over one passage a paper: ties in arXiv's order)."""
+    """The papers of ``listing`` whose title, authors and abstract hold every word of ``find`` that
+    weighs, best first (``find_across``, over one passage a paper: ties in arXiv's order)."""
     passages = [
         Passage(page=0, offset=n, text=f"{p.title}\n{_authors(p.authors)}\n{p.abstract}")
         for n, p in enumerate(item.paper for item in listing.items)
     ]
     hits, _, _ = find_across([Findable("listing", "", passages)], find)
-    return [listing.items[hit.passage.offset] for hit in hits]
+    return [listing.items[hit.passage.offset] for hit in hits if hit.whole]
 
 
 def _caption_rows(captions: Sequence[Caption], width: int) -> str:

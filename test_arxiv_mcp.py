@@ -2683,6 +2683,44 @@ def test_snippets_are_read_with_the_arxiv_id_their_disclaimer_names_and_their_se
         am.parse_snippets(b'{"data": [{"paper": {}}]}')
 
 
+def test_passages_across_arxiv_show_whole_the_sentences_that_hold_the_words():
+    """A sentence is shown whole, however long (Adam's 668 characters, its word mid-way), and the
+    sentences of a place that hold a word are shown before its first; only words that weigh are
+    marked, whole."""
+    adam = am.parse_snippets((S2_DATA / SNIPPETS["adam"]).read_bytes())
+    answer = am.format_passages_across("which methods handle sparse gradients?", adam)
+    whole = (
+        "Our method is designed to combine the advantages of two recently popular methods: AdaGrad "
+        "(Duchi et al., 2011), which works well with sparse gradients, and RMSProp"
+    )
+    assert plain_words(whole) in plain_words(answer) and "…" not in answer
+    assert "works well with **sparse gradients**" in answer
+    said = re.findall(r"^   - [^:]+: (.*)$", answer, re.M)
+    assert said and all("**" in line for line in said), said
+    assert "**which**" not in answer and "**methods**" in answer
+    # the abstract's second sentence holds the words, not its first
+    abstract = am.format_passages_across("memory requirements", adam).split("its abstract")[1]
+    assert "**memory requirements**" in abstract and "We introduce Adam" not in abstract
+
+
+def test_passages_across_arxiv_keep_their_characters_for_the_whole_answer():
+    """Past ``_ACROSS_CHARS`` of the answer so far, a paper is its line alone: six papers of
+    Adam's passages each fit alone, not together."""
+    body = (S2_DATA / SNIPPETS["adam"]).read_text()
+    snippets = [
+        snippet
+        for n in range(6)
+        for snippet in am.parse_snippets(
+            body.replace("1412.6980", f"2601.0000{n}").replace("6628106", f"{n}").encode()
+        )
+    ]
+    answer = am.format_passages_across("stochastic optimization", snippets)
+    papers = answer.split("\n\n")[1:]
+    assert len(papers) == 6 and all(len(paper) < am._ACROSS_CHARS for paper in papers)
+    assert "\n   - " in papers[0] and "\n" not in papers[-1], "the last: its line alone"
+    assert len(answer) < am._ACROSS_CHARS + max(map(len, papers)) + 6 * 200
+
+
 def test_fetch_snippets_sends_plain_words_and_names_the_other_papers_from_one_batch(env):
     """The papers whose disclaimer names no arXiv page are looked up in one ``/paper/batch``
     request by corpus id: one that S2 puts on arXiv gets that id and year, the others none."""
@@ -5818,10 +5856,14 @@ def test_find_a_phrase_that_occurs_a_few_times_also_across_a_hyphenated_line_end
 
 
 def test_find_words_and_a_section(env, transport_paper):
-    # both words, anywhere in the passage
+    # both words, anywhere in the passage or its section's title, first; then those with one
     answer = call(paper=transport_paper, find="bosonization umklapp")
-    assert answer.splitlines()[1] == "2 passages match; all shown, best first."
-    assert found_passages(answer) == [("I INTRODUCTION", 1), ("I INTRODUCTION", 2)]
+    assert re.fullmatch(
+        r"[0-9]+ passages match, 4 with every word; the best 8 first\.", answer.splitlines()[1]
+    )
+    both = found_passages(answer)[:4]
+    assert {("I INTRODUCTION", 1), ("I INTRODUCTION", 2)} <= set(both)
+    assert {label for label, _ in both} == {"I INTRODUCTION", "V.A Bosonization"}
     run = call(paper=transport_paper, find="drude weight")  # two words side by side: one bold run
     assert "**Drude weight**" in run and "**Drude** **weight**" not in run
     only = call(paper=transport_paper, find='"Drude weight"', section="IV.B")
@@ -5833,7 +5875,10 @@ def test_find_words_and_a_section(env, transport_paper):
         "IV.B.3 Spin transport in the XXZ model",
     }
     assert "V.C" not in only.split("More:")[0]  # 18 matches there, outside IV.B
-    assert 'are in "V.C Spin transport' in call(paper=transport_paper, find='"Drude weight"')
+    # the section whose title holds the phrase: its title counts for each of its passages
+    assert 'are in "III.A Drude weight for heat and spin transport"' in call(
+        paper=transport_paper, find='"Drude weight"'
+    )
 
 
 def test_find_ranks_passages_by_their_matches_then_reading_order():
@@ -5895,7 +5940,7 @@ def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
         spans = am._matches_in(passage, am._find_terms(query))
         assert spans, query
     assert am._matches_in(passage, am._find_terms('"weight drude"')) == []  # a phrase as written
-    assert am._matches_in(passage, am._find_terms("drude nonexistent")) == []  # every word
+    assert not am._holds_every(passage.text, am._find_terms("drude nonexistent"))
     assert am._bolded(passage.text, am._matches_in(passage, am._find_terms("klumper"))) == (
         "The Drude weight of the **Klümper** model and the field"
     )
@@ -5907,6 +5952,139 @@ def test_finding_inside_bold_text_never_breaks_it():
     assert am._bolded(text, spans) == (
         "**Learnable Attention Biases v/s Masking.** **Attention** biases beat masking."
     )
+
+
+def galore(env):
+    """2403.03507v1's real HTML (GaLore), read as the tool reads it."""
+    env.htmls["2403.03507v1"] = html_page("2403.03507").encode()
+    env.feeds["2403.03507v1"] = ATOM_ENTRY.format(id="2403.03507v1").encode()
+    return "2403.03507v1"
+
+
+def test_a_question_finds_first_the_passage_that_answers_it(html_env):
+    """Asked as an agent asks, cold through the tool: the question words weigh nothing, the rest
+    rank the passages (not all of them need be there), and the first says how: by the optimizer
+    states."""
+    answer = call(paper=galore(html_env), find="how does GaLore reduce optimizer memory?")
+    lines = answer.splitlines()
+    assert re.fullmatch(
+        r"[0-9]+ passages match, [0-9]+ with every word; the best 8 first\.", lines[1]
+    ), lines[1]
+    assert lines[2] == (
+        "Ranked by galore, reduce, optimizer, memory and their forms (BM25: a rarer word weighs "
+        "more), passages with every word first; how, does: no weight."
+    )
+    first = re.search(r"^1\. \*\*(.+?)\*\* \([0-9]+ matches\): (.*)$", answer, re.M)
+    assert "**memory** of storing **optimizer** states" in first[2], first[0]
+    assert "**how**" not in answer.lower() and "**does**" not in answer.lower()
+    # the old answer: every word had to be there, "how" and "does" too
+    assert not answer.startswith("No passage")
+
+
+def test_a_word_matches_its_forms_and_marks_only_whole_words():
+    for forms in (
+        ("train", "trains", "trained", "training"),
+        ("reduce", "reduces", "reduced", "reducing"),
+        ("memory", "memories"),
+        ("run", "runs", "running"),
+        ("embedded", "embedding", "embeddings"),
+        ("process", "processes", "processing"),
+    ):
+        assert len({am._stem(word) for word in forms}) == 1, forms
+    for apart in (("train", "trainer"), ("data", "dataset"), ("on", "one"), ("model", "mode")):
+        assert am._stem(apart[0]) != am._stem(apart[1]), apart
+    text = "One reason only Models trained on a dataset of synthetic data collapse, as with model."
+    terms = am._find_terms("model collapse when training on synthetic data")
+    assert [term.said for term in terms] == ["model", "collapse", "training", "synthetic", "data"]
+    assert am._bolded(text, am._matches_in(am.Passage(0, 0, text), terms)) == (
+        "One reason only **Models trained** on a dataset of **synthetic data collapse**, as with "
+        "**model**."
+    )
+    assert am._weightless("model collapse when training on synthetic data") == ["when", "on"]
+    # a word of parts as written, hyphen or not; a query of function words alone keeps them
+    assert am._term_spans("low rank, low-rank, lowrank, slow-ranking", am._find_terms("low-rank"))
+    assert [
+        len(spans) for spans in am._term_spans("low rank, low-rank", am._find_terms("low-rank"))
+    ] == [2]
+    assert [term.said for term in am._find_terms("what is it?")] == ["what", "is", "it"]
+
+
+def test_a_sections_title_counts_for_its_passages(html_env):
+    """ "limitations" finds the passages of "5.7 Limitations of TableFormer", whose words do not
+    say it; its heading is no passage of its own."""
+    answer = call(paper="2203.00274v2", find="limitations")
+    found = re.findall(r"^[0-9]+\. \*\*(.+?)\*\* \(([0-9]+) match", answer, re.M)
+    assert found[0][0] == "5.7 Limitations of TableFormer", found
+    assert "TableFormer increases the training time by around" in answer
+    assert "**5.7 Limitations of TableFormer** (1 match): TableFormer increases" in answer
+
+
+def test_a_quoted_phrase_must_appear_and_a_passage_with_every_word_ranks_first():
+    passages = [
+        am.Passage(1, 0, "Lattice, lattice, lattice and lattice: gauge and field apart."),
+        am.Passage(2, 100, "A gauge field on a lattice."),
+        am.Passage(3, 200, "A gauge field alone, gauge field again."),
+        am.Passage(4, 300, "Quarks and lattice, lattice and lattice: no field, a gauge."),
+    ]
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    phrase = am.format_find(paper, passages, '"gauge field" lattice')
+    assert re.findall(r"p\. ([0-9])", phrase) == ["2", "3"], "the phrase in each, every term first"
+    words = am.format_find(paper, passages, "lattice quark")
+    assert re.findall(r"p\. ([0-9])", words)[0] == "4", "both words, before 1's four lattices"
+    assert words.splitlines()[1] == "3 passages match, 1 with every word; all shown, best first."
+    assert am.format_find(paper, passages, "how is the quark?").splitlines()[1] == (
+        "1 passage matches; all shown, best first."
+    )
+    assert am.format_find(paper, passages, "why the qwertyzzz?").startswith(
+        "No passage of this paper matches"
+    )
+
+
+# Issue 72's truth set: questions a reader asks of the shared HTML pages and testdata's PDFs.
+QUESTIONS = json.loads((DATA / "questions.json").read_text(encoding="utf-8"))["questions"]
+
+
+def plain_words(text):
+    """``text``'s words alone, folded: how evidence is compared with what `find` gives."""
+    return " ".join(re.findall(r"\w+", am._quick_fold(text)))
+
+
+def truth_set_findable(name, structure_once):
+    """The paper of a truth-set item as ``find`` searches it: a shared HTML page, else a PDF of
+    testdata (its structure pass: what `find` reads before any page is converted)."""
+    if (DATA / f"{name}.pdf").exists():
+        structure = structure_once((DATA / f"{name}.pdf").read_bytes())
+        return am.Findable(name, "", structure.passages, structure.sections)
+    parsed = am.parse_html(corpus_file(f"{name}.html", folder="html").read_bytes())
+    return am.Findable(name, "", parsed.passages, parsed.sections)
+
+
+def test_the_truth_sets_questions_reach_their_evidence_in_the_first_passage_or_its_section(
+    structure_once,
+):
+    """As an agent reads on from `find`: its first passage, or the section it names, holds the
+    words that answer.  Questions (their words kept off the answer's where a reader's would be),
+    and the keywords an agent would give instead, which read better than before ranking (32 of
+    45 then)."""
+    papers = {}
+    reached = Counter()
+    for item in QUESTIONS:
+        if item["paper"] not in papers:
+            papers[item["paper"]] = truth_set_findable(item["paper"], structure_once)
+        paper = papers[item["paper"]]
+        evidence = item["evidence"] if isinstance(item["evidence"], list) else [item["evidence"]]
+        for kind in ("question", "keywords"):
+            first = am.find_across([paper], item[kind])[0][0]
+            section = first.section
+            read = [first.passage.text] + [
+                passage.text
+                for passage in paper.passages
+                if section and section.start <= passage.offset < section.end
+            ]
+            said = plain_words(" ".join(read))
+            reached[kind] += any(plain_words(words) in said for words in evidence)
+    assert len(QUESTIONS) >= 45
+    assert reached["question"] >= 32 and reached["keywords"] >= 36, reached
 
 
 def raw_reference_list(pdf_path):
@@ -6272,6 +6450,9 @@ def test_semantic_scholar_gives_an_entry_its_id_count_and_influence_where_one_fi
         found = call(paper="2203.00274v2", section="references", find=words)
         assert f'; 1 hold "{words}".' in found and found.count("\n  arXiv:") == 1, found
         assert f"- [{shown} et al. (2020)]" in found
+    # every word that weighs, not some of them: Beltagy's entry is not influential
+    both = call(paper="2203.00274v2", section="references", find="the longformer, influential")
+    assert '; 0 hold "the longformer, influential".' in both, both
 
 
 def test_a_reference_list_past_the_answers_cap_is_paged(html_env):
@@ -6697,6 +6878,25 @@ def test_find_across_papers_with_no_match_anywhere_is_a_short_answer(html_env):
     )
 
 
+def test_no_paper_read_holding_the_words_is_one_line_with_no_empty_heading(html_env):
+    """Across the papers read: one line when none holds a word that weighs; then, on the server,
+    the passages across arXiv."""
+    call(paper="2203.00274v2")
+    answer = call(find="what is a qwertyzzz?")
+    assert answer == (
+        "# `what is a qwertyzzz?` in the 1 paper read\nNo passage of them holds these words."
+    )
+    server = s2_server(html_env)
+    am.arxiv_tool(paper="2203.00274v2", library=server)
+    html_env.script["snippet/search"] = [snippet_answer(snippet_items("forest"))]
+    across = am.arxiv_tool(find="qwertyzzz transmission", library=server)
+    assert across.startswith(
+        "# `qwertyzzz transmission` in the 1 paper read\nNo passage of them holds these words."
+        "\n\n## Across arXiv, by meaning (Semantic Scholar)\n"
+    ), across
+    assert "## By paper" not in across
+
+
 def test_several_papers_need_find_and_at_most_ten(html_env):
     for paper in ("2203.00274v2, 1111.2011v2", None):  # a tool mode of its own, never a read
         asked = am.ToolCall(paper=paper, find="tables")
@@ -6734,7 +6934,7 @@ def test_find_across_the_papers_read_asks_nothing_in_memory_and_after_a_restart(
     for answer in (warm, again):
         assert answer.startswith("# `table` in the 2 papers read\n")
         assert re.search(
-            r"^- \*\*2203\.00274v2\*\* Benchmark paper 2203.00274v2: 67 passages", answer, re.M
+            r"^- \*\*2203\.00274v2\*\* Benchmark paper 2203.00274v2: [0-9]+ passages", answer, re.M
         )
     assert warm.split("\n", 2)[2] == again.split("\n", 2)[2], (
         "the same passages from the disk as from memory"
@@ -9428,7 +9628,7 @@ def test_find_narrows_the_listing_best_first_with_no_request(env):
     # find's ranking (BM25 on one scale), over each paper's title, authors and abstract
     passages = [am.Passage(0, n, text) for n, text in enumerate(texts.values())]
     ranked = am.find_across([am.Findable("day", "", passages)], "autonomous driving")[0]
-    assert found == [list(texts)[hit.passage.offset] for hit in ranked]
+    assert found == [list(texts)[hit.passage.offset] for hit in ranked if hit.whole]
     assert len(env.requests) == 1
 
 
