@@ -1559,6 +1559,23 @@ _FIELDED = re.compile(
     r"\b(ti|au|abs|co|jr|cat|rn|id|all|submittedDate|lastUpdatedDate):|\b(AND|OR|ANDNOT)\b|[\"()]"
 )
 _BROAD = 1_000  # more hits than this: suggest narrowing
+# Words that carry no meaning of their own, which weigh nothing in `find` and are not sent to
+# arXiv's search: English function words, and the words that make a question of the rest.
+_FUNCTION_WORDS = frozenset(
+    "a about above after again against all also am an and any are as at be because been before "
+    "being below between both but by can cannot could describe did do does doing done down "
+    "during each either explain for from further get gets got had has have having he her here "
+    "hers herself him himself his how i if in into is it its itself just let many may me might "
+    "much must my myself no nor not of off on once only onto or our ours ourselves out over per "
+    "shall she should so some such tell than that the their theirs them themselves then there "
+    "these they this those through thus to too under until up upon us was we were what when "
+    "where whether which while who whom whose why will with within without would you your yours "
+    "yourself yourselves"
+    # and the verb of a question that asks which thing was used
+    " use used uses using".split()
+)
+# how a word of a query ends, before it is looked for: the punctuation of a sentence around it
+_AROUND_A_WORD = ".,;:!?()[]'\"“”‘’`"
 _ABSTRACT_PREVIEW = 300
 
 
@@ -1682,8 +1699,10 @@ def build_search(
 ) -> SearchRequest:
     """Validate search arguments and build the API's ``search_query``.
 
-    Plain words are ANDed over all fields (``all:w1 AND all:w2``); a query with fields (``ti:``,
-    ``au:`` ...), boolean operators, quotes or parentheses is passed on as written.  Categories are
+    Plain words are ANDed over all fields (``all:w1 AND all:w2``), as written but for their
+    sentence's punctuation and, where others remain, the words that carry no meaning
+    (``_query_words``); a query with fields (``ti:``, ``au:`` ...), boolean operators, quotes or
+    parentheses is passed on as written.  Categories are
     ORed together and ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]`` with
     12-digit GMT times, either end optional.  Raises ArxivError naming the first bad argument."""
     query = " ".join((query or "").split())
@@ -1705,8 +1724,7 @@ def build_search(
         if _FIELDED.search(query):
             terms.append(query)
         else:
-            words = [w.strip(":") for w in query.split() if w.strip(":")]
-            terms.append(" AND ".join(f"all:{w}" for w in words))
+            terms.append(" AND ".join(f"all:{word}" for word in _query_words(query)))
     if categories:
         cat_terms = [t for c in categories for t in _category_terms(c)]
         terms.append(cat_terms[0] if len(cat_terms) == 1 else f"({' OR '.join(cat_terms)})")
@@ -1729,6 +1747,15 @@ def build_search(
         max_results=max_results,
         start=start,
     )
+
+
+def _query_words(query: str) -> list[str]:
+    """The plain words of a search as arXiv is sent them: each as written, without the
+    punctuation of a sentence around it ("projection?"), and without the words that carry no
+    meaning (``_FUNCTION_WORDS``: a question's "how", "can", "be") where others remain."""
+    words = [word.strip(_AROUND_A_WORD + ":") for word in query.split()]
+    words = [word for word in words if word] or query.split()
+    return [word for word in words if word.casefold() not in _FUNCTION_WORDS] or words
 
 
 def _short_authors(authors: Sequence[Author]) -> str:
@@ -6412,23 +6439,6 @@ def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
 _FIND_PASSAGES = 8  # passages in one answer
 _FIND_CHARS = 6_000  # characters of passages in one answer
 _PASSAGE_WINDOW = 600  # characters of a long paragraph shown around its first match
-# Words that carry no meaning of their own, which weigh nothing in `find` and are not sent to
-# arXiv's search: English function words, and the words that make a question of the rest.
-_FUNCTION_WORDS = frozenset(
-    "a about above after again against all also am an and any are as at be because been before "
-    "being below between both but by can cannot could describe did do does doing done down "
-    "during each either explain for from further get gets got had has have having he her here "
-    "hers herself him himself his how i if in into is it its itself just let many may me might "
-    "much must my myself no nor not of off on once only onto or our ours ourselves out over per "
-    "shall she should so some such tell than that the their theirs them themselves then there "
-    "these they this those through thus to too under until up upon us was we were what when "
-    "where whether which while who whom whose why will with within without would you your yours "
-    "yourself yourselves"
-    # and the verb of a question that asks which thing was used
-    " use used uses using".split()
-)
-# how a word of a query ends, before it is looked for: the punctuation of a sentence around it
-_AROUND_A_WORD = ".,;:!?()[]'\"“”‘’`"
 
 
 def _fold(text: str) -> tuple[str, list[int]]:
@@ -7697,10 +7707,7 @@ def format_passages_across(query: str, snippets: Sequence[Snippet], note: str = 
     sentence once.  A paper not on arXiv is
     counted, never shown with an id; past ``_ACROSS_CHARS`` a paper is its line alone.
     ``note``: what S2 could not narrow."""
-    papers: dict[str, list[Snippet]] = {}
-    for snippet in snippets:
-        if snippet.arxiv_id:
-            papers.setdefault(snippet.arxiv_id, []).append(snippet)
+    papers = _on_arxiv(snippets)
     shown = sum(map(len, papers.values()))
     summary = (
         f"{shown} {_plural(shown, 'passage')} of {len(papers)} {_plural(len(papers), 'paper')} on "
@@ -7708,9 +7715,7 @@ def format_passages_across(query: str, snippets: Sequence[Snippet], note: str = 
     )
     if not papers:
         summary = "No passage of a paper on arXiv answers these words."
-    if elsewhere := len({s.corpus_id for s in snippets if not s.arxiv_id}):
-        summary += f" Left out: {elsewhere} {_plural(elsewhere, 'paper')} not on arXiv."
-    lines = [f"{_ACROSS_HEADING}\n{summary} {note}".strip()]
+    lines = [f"{_ACROSS_HEADING}\n{summary}{_left_out(snippets)} {note}".strip()]
     terms = _find_terms(query)
     for rank, (arxiv_id, passages) in enumerate(papers.items(), start=1):
         entry = [_across_paper(rank, arxiv_id, passages)]
@@ -7722,6 +7727,48 @@ def format_passages_across(query: str, snippets: Sequence[Snippet], note: str = 
                 said = " ".join(_across_sentences(at_place, terms))
                 entry.append(f"   - {place}: {said}" if said else f"   - {place}")
         lines.append("\n".join(entry))
+    return "\n\n".join(lines)
+
+
+def _on_arxiv(snippets: Sequence[Snippet]) -> dict[str, list[Snippet]]:
+    """The passages of the papers on arXiv, by paper in S2's order (best first)."""
+    papers: dict[str, list[Snippet]] = {}
+    for snippet in snippets:
+        if snippet.arxiv_id:
+            papers.setdefault(snippet.arxiv_id, []).append(snippet)
+    return papers
+
+
+def _left_out(snippets: Sequence[Snippet]) -> str:
+    """`` Left out: 2 papers not on arXiv.``, where S2 found any; else ""."""
+    if elsewhere := len({s.corpus_id for s in snippets if not s.arxiv_id}):
+        return f" Left out: {elsewhere} {_plural(elsewhere, 'paper')} not on arXiv."
+    return ""
+
+
+_BY_MEANING_HEADING = "## Papers by meaning instead (Semantic Scholar)"
+
+
+def format_papers_by_meaning(words: str, snippets: Sequence[Snippet], note: str = "") -> str:
+    """What a search whose plain ``words`` arXiv finds nothing for gives instead: the papers on
+    arXiv of Semantic Scholar's snippet search (``fetch_snippets``), sent ``words``, in its order,
+    each with its id, title, first authors and year (``_across_paper``) and one sentence, whole:
+    the first that holds a word, else its best passage's first."""
+    papers = _on_arxiv(snippets)
+    summary = (
+        f"arXiv's search found nothing; Semantic Scholar, sent `{words}`, finds "
+        f"{len(papers)} {_plural(len(papers), 'paper')} on arXiv by meaning, best first; read one "
+        'with `arxiv(paper="<id>")`.'
+    )
+    if not papers:
+        summary = f"arXiv's search found nothing, nor Semantic Scholar sent `{words}`, on arXiv."
+    lines = [f"{_BY_MEANING_HEADING}\n{summary}{_left_out(snippets)} {note}".strip()]
+    terms = _find_terms(words)
+    for rank, (arxiv_id, passages) in enumerate(papers.items(), start=1):
+        sentence = _across_sentences(passages, terms)[:1]
+        lines.append(
+            "\n".join([_across_paper(rank, arxiv_id, passages), *(f"   > {s}" for s in sentence)])
+        )
     return "\n\n".join(lines)
 
 
@@ -10948,12 +10995,17 @@ def _plain_words(find: str) -> str:
     return " ".join(_FIELD_PREFIX.sub(" ", find.replace('"', " ")).split())
 
 
-def _passages_across(call: "ToolCall", library: PaperLibrary) -> str:
-    """Semantic Scholar's passages across arXiv for ``call``'s ``find``
-    (``SemanticScholar.snippets``, waited for ``_S2_WAIT`` seconds), as many as ``max_results``,
-    narrowed by the submission dates (S2's publication dates); what it cannot narrow (the order,
-    paging) is said.  A failure is its one line: the papers read still answer."""
-    words = _plain_words(call.find or "")
+def _semantic_scholar_by_meaning(
+    call: "ToolCall",
+    library: PaperLibrary,
+    words: str,
+    heading: str,
+    answer: Callable[[Sequence[Snippet], str], str],
+) -> str:
+    """Semantic Scholar's passages for ``words`` (``SemanticScholar.snippets``, waited for
+    ``_S2_WAIT`` seconds), as many as ``call``'s ``max_results``, narrowed by its submission dates
+    (S2's publication dates), as ``answer`` gives them with a note of what S2 cannot narrow (the
+    order, paging).  A failure is one line under ``heading``: the rest of the answer stands."""
     request = build_search(
         query=words,
         submitted_from=call.submitted_from,
@@ -10982,18 +11034,27 @@ def _passages_across(call: "ToolCall", library: PaperLibrary) -> str:
     try:
         snippets = library.semantic_scholar.snippets(words, request.max_results, dates, _S2_WAIT)
     except ArxivError as error:
-        return f"{_ACROSS_HEADING}\nNone this time: {error}"
-    return format_passages_across(call.find or "", snippets, " ".join(notes))
+        return f"{heading}\nNone this time: {error}"
+    return answer(snippets, " ".join(notes))
+
+
+def _sends_words(library: PaperLibrary) -> bool:
+    """Whether ``library`` sends the words of `find` and of a search that arXiv finds nothing for
+    to Semantic Scholar's snippet search: the server's (``SemanticScholar.asked``), unless
+    ``ARXIV_S2_SNIPPETS`` is off."""
+    return library.semantic_scholar.asked and library.settings.s2_snippets != "off"
 
 
 def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | None) -> Answer:
     """``find`` across the papers ``paper`` names, or, without ``paper``, across the papers read
-    (their words, with no request) and then across arXiv by meaning (``_passages_across``, for the
-    server's library: ``SemanticScholar.asked``; one line when a setting turns it off)."""
+    (their words, with no request) and then across arXiv by meaning
+    (``_semantic_scholar_by_meaning``, where ``_sends_words``; one line when a setting turns it
+    off)."""
     named = several_papers(call.paper)
     asked = named is None and library.semantic_scholar.asked  # the server's, for `find` alone
     off = library.settings.s2_snippets == "off"
-    across = asked and not off and bool(_plain_words(call.find or ""))  # not syntax alone
+    words = _plain_words(call.find or "")
+    across = named is None and _sends_words(library) and bool(words)  # not syntax alone
     budget = _FIND_BESIDE if across else _FIND_CHARS
     found = find_in_papers(named, call.find, call.section, library=library, budget=budget)
     if found.startswith(ERROR) or not asked:
@@ -11004,7 +11065,14 @@ def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | No
         return Answer(found)
     if found == _NOTHING_READ:
         found = f"# {_quote_input(call.find or '')} across arXiv\nNo paper has been read yet."
-    return Answer(f"{found}\n\n{_passages_across(call, library)}")
+    across_arxiv = _semantic_scholar_by_meaning(
+        call,
+        library,
+        words,
+        _ACROSS_HEADING,
+        lambda snippets, note: format_passages_across(call.find or "", snippets, note),
+    )
+    return Answer(f"{found}\n\n{across_arxiv}")
 
 
 def answer_bibtex(call: ReadCall) -> Answer:
@@ -11095,9 +11163,10 @@ READ_MODES = {
 FULL = ReadRequest(READ_MODES["full"])  # what ``arxiv_markdown`` and the disk's texts are read for
 
 
-def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None) -> str:
-    """The tool's search: a caller waits for it, so it goes before background downloads."""
-    library = library or LIBRARY
+def _search_page(request: SearchRequest, library: PaperLibrary) -> tuple[Feed, str]:
+    """A page of arXiv's search, and the tool's answer of it (``format_search``): a caller waits
+    for it, so it goes before background downloads; its papers stand for their metadata a while
+    (``Catalogue.remember``)."""
     deadline = _deadline(library.settings, library.limiter)
     try:  # a caller waits: with no patience for a throttle
         feed = library.client.get(  # the same search asked twice at once: one request
@@ -11112,7 +11181,7 @@ def search_papers(request: SearchRequest, *, library: PaperLibrary | None = None
             f"{error} Reading papers by id still works meanwhile.", transient=True
         ) from None
     library.catalogue.remember(feed.papers)
-    return format_search(request, feed, library.semantic_scholar.counts(feed.papers))
+    return feed, format_search(request, feed, library.semantic_scholar.counts(feed.papers))
 
 
 # What the tool answers a call that asks for two things at once, or for nothing.
@@ -11179,7 +11248,7 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) ->
         return Answer(format_listing(request, listing, words))
     due = next_announcement(datetime.datetime.now(datetime.UTC))
     try:
-        newest = search_papers(dataclasses.replace(request, sort="submitted"), library=library)
+        newest = _search_page(dataclasses.replace(request, sort="submitted"), library)[1]
     except ArxivError as error:
         newest = f"The newest submissions cannot be listed now: {error}"
     return Answer(
@@ -11191,6 +11260,25 @@ def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) ->
             "# arXiv search", "## The newest submissions (arXiv's API, not an announcement)", 1
         )
     )
+
+
+def answer_search(call: ToolCall, library: PaperLibrary, _: Listener | None) -> Answer:
+    """One page of arXiv's search (``format_search``); plain words it finds nothing for get papers
+    by meaning from Semantic Scholar instead (``format_papers_by_meaning``), where ``find``'s
+    words would go (``_sends_words``)."""
+    request = call.search()
+    feed, answer = _search_page(request, library)
+    plain = bool(request.query) and not _FIELDED.search(request.query)
+    if feed.total or not plain or not _sends_words(library):
+        return Answer(answer)
+    instead = _semantic_scholar_by_meaning(
+        call,
+        library,
+        _plain_words(request.query),
+        _BY_MEANING_HEADING,
+        functools.partial(format_papers_by_meaning, _plain_words(request.query)),
+    )
+    return Answer(f"{answer}\n\n{instead}")
 
 
 # What the tool does, each declared once, asked in this order: the first whose ``asks`` holds
@@ -11232,7 +11320,7 @@ TOOL_MODES = {
         ToolMode(  # one page of an API search
             name="search",
             asks=lambda call: call.searching and not call.find,
-            answer=lambda call, library, _: Answer(search_papers(call.search(), library=library)),
+            answer=answer_search,
         ),
     )
 }

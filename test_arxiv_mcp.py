@@ -2310,6 +2310,56 @@ def test_search_no_results_and_error_feed(env):
     )
 
 
+@pytest.mark.parametrize(
+    "query, sent",
+    [
+        (
+            "how can optimizer memory be reduced with low-rank gradient projection?",
+            "all:optimizer AND all:memory AND all:reduced AND all:low-rank AND all:gradient AND "
+            "all:projection",
+        ),
+        ("What is GaLore?", "all:GaLore"),
+        ("what is it?", "all:what AND all:is AND all:it"),  # nothing else: the words as given
+        ('au:hinton AND ti:"deep learning"', 'au:hinton AND ti:"deep learning"'),
+    ],
+)
+def test_a_search_in_plain_words_sends_arxiv_its_words_that_carry_meaning(query, sent):
+    assert am.build_search(query=query).search_query == sent
+
+
+def test_a_question_arxiv_finds_nothing_for_gets_papers_by_meaning(env):
+    """Cold through the tool on recorded answers: arXiv's empty feed, then Semantic Scholar's
+    snippet search sent the question's words, each paper on arXiv with its id, title, year and one
+    sentence; with the snippets off, no word leaves and the answer says what arXiv was sent."""
+    question = "how is a transmission forest sampled from an epidemic model?"
+    server = s2_server(env)
+    feed_answer(env, "2026_empty_idlist_0000.0000_totalResults0.xml")
+    env.script["snippet/search"] = [snippet_answer(snippet_items("forest", "trials"))]
+    env.script["paper/batch"] = [
+        FakeResponse(b"[null, null, null, null, null]", "https://api.semanticscholar.org/")
+    ]
+    answer = am.arxiv_tool(query=question, submitted_from="2020-01-01", library=server)
+    sent = "all:transmission AND all:forest AND all:sampled AND all:epidemic AND all:model"
+    assert f"No results for `{sent} AND submittedDate:" in answer
+    instead = answer.split("## Papers by meaning instead (Semantic Scholar)\n")[1]
+    assert instead.startswith(
+        "arXiv's search found nothing; Semantic Scholar, sent `how is a transmission forest "
+        "sampled from an epidemic model?`, finds 1 paper on arXiv by meaning"
+    )
+    assert "Left out: 5 papers not on arXiv." in instead and "publication date" in instead
+    assert re.search(r"^1\. \*\*2205\.02150\*\* · .+ · 2022\n   > .*\*\*", instead, re.M), instead
+    [asked] = [url for url in env.urls if "snippet/search" in url]
+    assert "publicationDateOrYear=2020-01-01%3A" in asked
+    off = am.PaperLibrary(
+        dataclasses.replace(env.settings, s2_snippets="off"), env.library.limiter, ask_s2=True
+    )
+    env.teardown.append(lambda: stop_pdf_work(off))
+    feed_answer(env, "2026_empty_idlist_0000.0000_totalResults0.xml")
+    quiet = am.arxiv_tool(query=question, library=off)
+    assert f"No results for `{sent}`" in quiet and "Semantic Scholar" not in quiet
+    assert len([url for url in env.urls if "snippet/search" in url]) == 1
+
+
 # ---------------------------------------------------------------------------
 # The day's announcements: arXiv's daily listing of categories (its RSS feed)
 # ---------------------------------------------------------------------------
