@@ -7536,15 +7536,15 @@ def _term_counts(passages: Sequence[Passage], terms: Sequence[_Term]) -> list[li
 def _title_counts(paper: "Findable", terms: Sequence[_Term]) -> list[list[int]]:
     """How often each term occurs in the titles of the sections that hold each passage of
     ``paper`` (a row per term, as ``_term_counts``): a section's title counts for its passages,
-    its subsections' included."""
+    its subsections' included; a quoted phrase's never do (it must be in the passage)."""
     counts = [[0] * len(paper.passages) for _ in terms]
     titles = _term_counts([Passage(0, 0, section.title) for section in paper.sections], terms)
     offsets = [passage.offset for passage in paper.passages]
     for n, section in enumerate(paper.sections):
         first = bisect.bisect_right(offsets, section.start)  # after its heading
         last = bisect.bisect_left(offsets, section.end)
-        for row, title in zip(counts, titles):
-            if not title[n]:
+        for row, title, term in zip(counts, titles, terms):
+            if not title[n] or term.required:
                 continue
             for i in range(first, last):
                 row[i] += title[n]
@@ -7556,7 +7556,7 @@ def find_across(
 ) -> tuple[list[_Hit], dict[str, tuple[str, int]], int]:
     """The passages of ``papers`` (read one at a time: they may stream from the disk) that hold a
     word or "quoted phrase" of ``query`` that weighs (``_find_terms``: every quoted phrase; a
-    section's title counts for its passages), best first on one scale for all papers: those with
+    section's title counts for its passages, ``_title_counts``), best first on one scale for all papers: those with
     every term first, then by BM25, where a term counts for more the fewer of all the passages
     hold it and a passage's repeats for less the longer it is than the average (``_BM25_AVERAGE``),
     so that a long paper's many long passages do not crowd out a short paper's better one; ties go
