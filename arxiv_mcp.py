@@ -7556,12 +7556,12 @@ def find_across(
 ) -> tuple[list[_Hit], dict[str, tuple[str, int]], int]:
     """The passages of ``papers`` (read one at a time: they may stream from the disk) that hold a
     word or "quoted phrase" of ``query`` that weighs (``_find_terms``: every quoted phrase; a
-    section's title counts for its passages, ``_title_counts``), best first on one scale for all papers: those with
-    every term first, then by BM25, where a term counts for more the fewer of all the passages
-    hold it and a passage's repeats for less the longer it is than the average (``_BM25_AVERAGE``),
-    so that a long paper's many long passages do not crowd out a short paper's better one; ties go
-    to each paper in turn.  Also each paper's title and count of matching passages, in the order
-    given, and how many passages were searched."""
+    section's title counts for its passages, ``_title_counts``), best first on one scale for all
+    papers: those with every term first, then by BM25, where a term counts for more the fewer of
+    all the passages hold it and a passage's repeats for less the longer it is than the average
+    (``_BM25_AVERAGE``), so that a long paper's many long passages do not crowd out a short
+    paper's better one; ties go to each paper in turn.  Also each paper's title and count of
+    matching passages, in the order given, and how many passages were searched."""
     terms = _find_terms(query)
     required = [term.required for term in terms]
     hits = []
