@@ -6475,12 +6475,33 @@ class _Term:
         return (match for match in matches if _stem(match[0]) == self.stem)
 
 
+# Plurals of science's Latin and Greek words, which no rule of ``_stem`` reaches: their singulars.
+_IRREGULAR_PLURALS = {
+    "analyses": "analysis",
+    "appendices": "appendix",
+    "criteria": "criterion",
+    "formulae": "formula",
+    "hypotheses": "hypothesis",
+    "indices": "index",
+    "matrices": "matrix",
+    "maxima": "maximum",
+    "minima": "minimum",
+    "nuclei": "nucleus",
+    "phenomena": "phenomenon",
+    "radii": "radius",
+    "spectra": "spectrum",
+    "vertices": "vertex",
+}
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """The stem a folded word shares with its plural, -ing and -ed forms: ``train``, ``trains``,
     ``trained``, ``training`` → ``train``; ``reduce``, ``reducing`` → ``reduc``; ``memory``,
-    ``memories`` → ``memori``; ``running`` → ``run``. Each rule in turn, once; a word of three
-    letters or fewer is its own stem (cached: ``find`` asks it of every word a prefix matches)."""
+    ``memories`` → ``memori``; ``running`` → ``run``; ``matrices`` → ``matrix``
+    (``_IRREGULAR_PLURALS``). Each rule in turn, once; a word of three letters or fewer is its own
+    stem (cached: ``find`` asks it of every word a prefix matches)."""
+    word = _IRREGULAR_PLURALS.get(word, word)
     if len(word) <= 3:
         return word
     if word.endswith(("ies", "ied")) and len(word) > 4:
@@ -6493,7 +6514,8 @@ def _stem(word: str) -> str:
         word = word[:-1]
     for ending in ("ing", "ed"):
         rest = word.removesuffix(ending)
-        if rest != word and len(rest) >= 3 and re.search("[aeiouy]", rest) and word != "eed":
+        kept = word.endswith("eed")  # speed, need: no -ed of theirs
+        if rest != word and len(rest) >= 3 and re.search("[aeiouy]", rest) and not kept:
             word = rest
             if rest[-1] == rest[-2] and rest[-1] not in "aeiouslz":  # running, embedded
                 word = rest[:-1]
@@ -6534,7 +6556,9 @@ def _find_terms(query: str) -> list[_Term]:
             terms.append(_Term(folded, _phrase_pattern(parts, r"[\W_]*")))
         else:
             stem = _stem(folded)
-            prefix = stem.removesuffix("i")  # memori: memory, memories
+            # what its forms begin with: memori of memory and memories, matri of matrix, matrices
+            irregular = [plural for plural, one in _IRREGULAR_PLURALS.items() if _stem(one) == stem]
+            prefix = os.path.commonprefix([stem.removesuffix("i"), *irregular])
             terms.append(_Term(folded, re.compile(_word_start(prefix) + r"\w*"), stem))
     weighing = [term for term in terms if term.required or term.said not in _FUNCTION_WORDS]
     return weighing or terms

@@ -6038,6 +6038,9 @@ def test_a_word_matches_its_forms_and_marks_only_whole_words():
         ("run", "runs", "running"),
         ("embedded", "embedding", "embeddings"),
         ("process", "processes", "processing"),
+        ("matrix", "matrices"),
+        ("analysis", "analyses"),
+        ("speed", "speeds"),
     ):
         assert len({am._stem(word) for word in forms}) == 1, forms
     for apart in (("train", "trainer"), ("data", "dataset"), ("on", "one"), ("model", "mode")):
@@ -6056,6 +6059,9 @@ def test_a_word_matches_its_forms_and_marks_only_whole_words():
         len(spans) for spans in am._term_spans("low rank, low-rank", am._find_terms("low-rank"))
     ] == [2]
     assert [term.said for term in am._find_terms("what is it?")] == ["what", "is", "it"]
+    assert [
+        len(spans) for spans in am._term_spans("A matrix, two matrices.", am._find_terms("matrix"))
+    ] == [2]
 
 
 def test_a_sections_title_counts_for_its_passages(html_env):
