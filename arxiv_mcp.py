@@ -58,6 +58,7 @@ import html.parser
 import http.client
 import importlib.metadata
 import inspect
+import ipaddress
 import itertools
 import json
 import logging
@@ -115,9 +116,9 @@ class Settings:
     s2_key: str = (
         ""  # ARXIV_S2_KEY, or SEMANTIC_SCHOLAR_API_KEY: sent to it as x-api-key, never shown
     )
-    # ARXIV_S2_SNIPPETS: "off" keeps the words of `find` on this machine: no passages across arXiv
-    # from Semantic Scholar (its citations and venues stay, unless ARXIV_S2_URL is off)
-    s2_snippets: str = "on"
+    # ARXIV_S2_SNIPPETS: off keeps the words of `find` and of a search on this machine: no passages
+    # across arXiv from Semantic Scholar (its citations and venues stay, unless ARXIV_S2_URL is off)
+    s2_snippets: bool = True
     # ARXIV_SOURCE, the policy of where a paper's text comes from: the first text source that has
     # it ("auto": arXiv's HTML, else the PDF), or one alone, by its name ("html", "pdf":
     # ``TEXT_SOURCES``)
@@ -168,7 +169,8 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
         """Settings from ``ARXIV_<FIELD>`` variables; a bad value is logged (never echoed) and
-        ignored."""
+        ignored (``refusals`` says which of them ``main`` refuses).  A switch reads the words of
+        ``_SWITCH_WORDS`` in any case, and so does a setting that may be off (``_MAY_BE_OFF``)."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
@@ -177,6 +179,16 @@ class Settings:
             if not raw:
                 continue
             kind: Any = type(field.default)
+            switch = _SWITCH_WORDS.get(raw.casefold())
+            if kind is bool:
+                if switch is None:
+                    log.warning("%s must be %s; using the default", name, _SWITCH_VALUES)
+                else:
+                    values[field.name] = switch
+                continue
+            if field.name in _MAY_BE_OFF and switch is False:
+                values[field.name] = "off"
+                continue
             try:
                 value = kind(raw)
             except ValueError:
@@ -206,11 +218,53 @@ class Settings:
             values[field.name] = value
         return cls(**values)
 
+    @classmethod
+    def refusals(cls, environ: Mapping[str, str]) -> list[str]:
+        """Why a server must not start with ``environ``, a line each: a switch's value it does not
+        know, and a Semantic Scholar key that its URL would send in clear text.  (The plain
+        functions read any environment: their settings never send a key in clear text.)"""
+        lines = [
+            f"{setting_variable(field)} must be {_SWITCH_VALUES}."
+            for field in dataclasses.fields(cls)
+            if type(field.default) is bool
+            and environ.get(setting_variable(field), "").strip().casefold()
+            not in {"", *_SWITCH_WORDS}
+        ]
+        settings = cls.from_env(environ)
+        if settings.s2_key and settings.s2_url != "off" and not _private(settings.s2_url):
+            lines.append(
+                "ARXIV_S2_URL would send the Semantic Scholar key in clear text: give an https URL "
+                "(or a loopback host), or no key."
+            )
+        return lines
+
 
 def setting_variable(field: "dataclasses.Field[Any]") -> str:
     """The environment variable of a ``Settings`` field: ``ARXIV_`` and its name, or the one its
     metadata names (``policy`` is ``ARXIV_SOURCE``, as users know it)."""
     return field.metadata.get("variable", f"ARXIV_{field.name.upper()}")
+
+
+# What a switch reads, in any case; a setting that may be off (a URL, a folder) reads these too.
+_SWITCH_WORDS = {
+    **dict.fromkeys(("on", "true", "1", "yes"), True),
+    **dict.fromkeys(("off", "false", "0", "no"), False),
+}
+_SWITCH_VALUES = "on or off (true or false, yes or no, 1 or 0)"
+_MAY_BE_OFF = ("s2_url", "cache_dir")
+
+
+def _private(url: str) -> bool:
+    """Whether what is sent to ``url`` stays private: over https, or to this machine (localhost,
+    127.0.0.0/8, ::1)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "https" or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # What each URL template must hold.
@@ -250,9 +304,10 @@ class Service:
         return urllib.parse.urlsplit(self.url(settings)).hostname or ""
 
     def headers(self, settings: "Settings") -> dict[str, str]:
-        """What its requests carry besides the URL: its key, where it has one."""
+        """What its requests carry besides the URL: its key, where it has one and its URL keeps it
+        private (``_private``: never in clear text)."""
         key = getattr(settings, self.key) if self.key else ""
-        return {self.key_header: key} if key else {}
+        return {self.key_header: key} if key and _private(self.url(settings)) else {}
 
 
 _S2 = "Semantic Scholar"
@@ -1083,9 +1138,9 @@ def _undeclared(url: str, accept: str) -> Service:
 
 def _hop(request: Request, redirect: _Redirected, settings: Settings) -> Request:
     """The request to ``redirect``'s target, sent next: its headers only to the host ``request``
-    asked, over the same scheme (an API key never leaves its host, nor travels in clear text), its
-    body only on a 307 or 308.  ArxivError, before anything is sent, when the target is outside
-    ``settings.allowed_hosts``."""
+    asked, over the same scheme and port (an API key never leaves its host, nor travels in clear
+    text), its body only on a 307 or 308.  ArxivError, before anything is sent, when the target is
+    outside ``settings.allowed_hosts``."""
     target = urllib.parse.urlsplit(redirect.location)
     source = urllib.parse.urlsplit(request.url)
     if target.scheme not in ("http", "https") or target.hostname not in settings.allowed_hosts:
@@ -1094,7 +1149,11 @@ def _hop(request: Request, redirect: _Redirected, settings: Settings) -> Request
             "refuses to read.",
             transient=True,
         )
-    same_host = (target.hostname, target.scheme) == (source.hostname, source.scheme)
+    same_host = (target.hostname, target.scheme, target.port) == (
+        source.hostname,
+        source.scheme,
+        source.port,
+    )
     return dataclasses.replace(
         request,
         url=redirect.location,
@@ -11080,7 +11139,7 @@ def _sends_words(library: PaperLibrary) -> bool:
     """Whether ``library`` sends the words of `find` and of a search that arXiv finds nothing for
     to Semantic Scholar's snippet search: the server's (``SemanticScholar.asked``), unless
     ``ARXIV_S2_SNIPPETS`` is off."""
-    return library.semantic_scholar.asked and library.settings.s2_snippets != "off"
+    return library.semantic_scholar.asked and library.settings.s2_snippets
 
 
 def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | None) -> Answer:
@@ -11090,7 +11149,7 @@ def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | No
     off)."""
     named = several_papers(call.paper)
     asked = named is None and library.semantic_scholar.asked  # the server's, for `find` alone
-    off = library.settings.s2_snippets == "off"
+    off = not library.settings.s2_snippets
     words = _plain_words(call.find or "")
     across = named is None and _sends_words(library) and bool(words)  # not syntax alone
     budget = _FIND_BESIDE if across else _FIND_CHARS
@@ -11548,6 +11607,13 @@ def _interrupted(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
+def _as_set(value: Any) -> str:
+    """A setting's value as its variable is set: a switch on or off, nothing as (empty)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value) if value else "(empty)"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the MCP server: over stdio, or with ``--http`` as a Streamable HTTP server."""
     parser = argparse.ArgumentParser(
@@ -11556,7 +11622,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         epilog="settings, from the environment (the README says what each does), with their "
         "defaults:\n"
         + "\n".join(
-            f"  {setting_variable(field)}={field.default or '(empty)'}"
+            f"  {setting_variable(field)}={_as_set(field.default)}"
             for field in dataclasses.fields(Settings)
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -11572,6 +11638,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--verbose", "-v", action="store_true", help="debug logs on stderr (or ARXIV_LOG_LEVEL)"
     )
     args = parser.parse_args(argv)
+    if refused := Settings.refusals(os.environ):
+        for line in refused:
+            print(line, file=sys.stderr)
+        sys.exit(2)
     level = "DEBUG" if args.verbose else SETTINGS.log_level.upper()
     logging.basicConfig(
         stream=sys.stderr,

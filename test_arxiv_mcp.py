@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import tomllib
+import unittest.mock
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -580,7 +581,53 @@ def test_help_lists_every_setting_with_its_default(capsys):
     assert exited.value.code == 0
     shown = capsys.readouterr().out
     for field in dataclasses.fields(am.Settings):
-        assert f"{am.setting_variable(field)}={field.default or '(empty)'}\n" in shown, field.name
+        assert f"{am.setting_variable(field)}={am._as_set(field.default)}\n" in shown, field.name
+    assert "ARXIV_S2_SNIPPETS=on\n" in shown and "ARXIV_CACHE_DIR=(empty)\n" in shown
+
+
+@pytest.mark.parametrize("word", ["off", "OFF", "False", "0", "no", " No "])
+def test_a_switch_reads_off_in_any_case_and_its_setting_sends_nothing(html_env, word):
+    """``ARXIV_S2_SNIPPETS=OFF`` (or false, 0, no) keeps the words here: no request."""
+    settings = am.Settings.from_env({"ARXIV_S2_SNIPPETS": word, "ARXIV_S2_URL": "OFF"})
+    assert settings.s2_snippets is False and settings.s2_url == "off"
+    assert am.Settings.from_env({"ARXIV_CACHE_DIR": word}).cache_dir == "off"
+    switched = dataclasses.replace(
+        html_env.settings, s2_snippets=am.Settings.from_env({"ARXIV_S2_SNIPPETS": word}).s2_snippets
+    )
+    server = am.PaperLibrary(switched, html_env.library.limiter, ask_s2=True)
+    html_env.teardown.append(lambda: stop_pdf_work(server))
+    answer = am.arxiv_tool(find="table", library=server)
+    assert "stay on this machine" in answer
+    assert [url for url in html_env.urls if "snippet" in url] == []
+    for on in ("on", "TRUE", "1", "yes"):
+        assert am.Settings.from_env({"ARXIV_S2_SNIPPETS": on}).s2_snippets is True
+
+
+def test_a_setting_that_would_leak_or_that_no_one_knows_is_refused_at_start(capsys):
+    """One line each on stderr, and no server; importing the module still reads any environment,
+    and the key never goes in clear text from the plain functions either."""
+    refused = {
+        "ARXIV_S2_SNIPPETS": "maybe",
+        "ARXIV_S2_URL": "http://s2.example.org/graph/v1",
+        "ARXIV_S2_KEY": "s2-secret-key",
+    }
+    lines = am.Settings.refusals(refused)
+    assert lines == [
+        "ARXIV_S2_SNIPPETS must be on or off (true or false, yes or no, 1 or 0).",
+        "ARXIV_S2_URL would send the Semantic Scholar key in clear text: give an https URL (or a "
+        "loopback host), or no key.",
+    ]
+    with unittest.mock.patch.dict(os.environ, refused), pytest.raises(SystemExit) as exited:
+        am.main([])
+    assert exited.value.code == 2
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.splitlines() == lines and "s2-secret-key" not in said.err
+    settings = am.Settings.from_env(refused)  # as a vendoring host imports it: read, never sent
+    assert settings.s2_snippets is True and am.S2_PAPERS.headers(settings) == {}
+    for url in ("https://s2.example.org/v1", "http://localhost:8080/v1", "http://127.0.0.2/v1"):
+        local = dataclasses.replace(settings, s2_url=url)
+        assert am.S2_PAPERS.headers(local) == {"x-api-key": "s2-secret-key"}, url
+        assert am.Settings.refusals({**refused, "ARXIV_S2_URL": url, "ARXIV_S2_SNIPPETS": ""}) == []
 
 
 def readme_example():
@@ -2352,7 +2399,7 @@ def test_a_question_arxiv_finds_nothing_for_gets_papers_by_meaning(env):
     [asked] = [url for url in env.urls if "snippet/search" in url]
     assert "publicationDateOrYear=2020-01-01%3A" in asked
     off = am.PaperLibrary(
-        dataclasses.replace(env.settings, s2_snippets="off"), env.library.limiter, ask_s2=True
+        dataclasses.replace(env.settings, s2_snippets=False), env.library.limiter, ask_s2=True
     )
     env.teardown.append(lambda: stop_pdf_work(off))
     feed_answer(env, "2026_empty_idlist_0000.0000_totalResults0.xml")
@@ -2597,6 +2644,16 @@ def test_a_redirect_to_plain_http_sends_no_key_even_to_the_same_host(env):
     found = am.fetch_scholarly("2304.05376", settings=settings, limiter=env.library.limiter)
     assert found is not None and found.citations == 500
     assert env.urls == [S2_PAPER_URL, plain]
+    assert [request.get_header("X-api-key") for request in env.requests] == ["s2-secret-key", None]
+
+
+def test_a_redirect_to_another_port_of_the_same_host_sends_no_key(env):
+    settings = dataclasses.replace(env.settings, s2_key="s2-secret-key")
+    other = "https://api.semanticscholar.org:8443/graph/v1/paper/ARXIV:2304.05376"
+    env.script["https://api.semanticscholar.org/"] = [redirect(S2_PAPER_URL, other, 307)]
+    env.script[":8443"] = [s2_answer("paper_DOI_10.1038_s42256-024-00832-8_ArXiv-2304.05376.json")]
+    found = am.fetch_scholarly("2304.05376", settings=settings, limiter=env.library.limiter)
+    assert found is not None and env.urls == [S2_PAPER_URL, other]
     assert [request.get_header("X-api-key") for request in env.requests] == ["s2-secret-key", None]
 
 
@@ -7186,7 +7243,7 @@ def test_without_a_key_a_throttled_snippet_search_says_how_to_raise_the_limit(ht
 def test_passages_across_arxiv_turned_off_send_nothing(html_env):
     """``ARXIV_S2_SNIPPETS=off`` keeps the words here, with a line saying so; with
     ``ARXIV_S2_URL=off`` nothing of Semantic Scholar is asked."""
-    for changes in ({"s2_snippets": "off"}, {"s2_url": "off"}):
+    for changes in ({"s2_snippets": False}, {"s2_url": "off"}):
         settings = dataclasses.replace(html_env.settings, **changes)
         server = am.PaperLibrary(settings, html_env.library.limiter, ask_s2=True)
         html_env.teardown.append(lambda server=server: stop_pdf_work(server))
