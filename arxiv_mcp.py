@@ -535,6 +535,11 @@ class Throttled(ArxivError):
         self.retry_in = retry_in
 
 
+class Unanswered(ArxivError):
+    """A service was asked and gave no answer, after its retries: an HTTP 5xx, a timeout, a
+    download cut short or another network fault.  Asking it for less may help (``fetch_linked``)."""
+
+
 def _duration(seconds: float) -> str:
     """``"about 12 s"``, ``"about 4 min"``, ``"about 2 h"``."""
     if seconds < 90:
@@ -1239,7 +1244,7 @@ class Sender:
         host = self._host(request)
         # what a throttle's error adds: to get a key, for a caller that sends none
         hint = "" if service.headers(self.settings) else service.hint
-        reason = "no attempt was made"
+        reason = ""  # of the last attempt that failed
         throttled = False
         unreachable = 0  # attempts in a row that found the host unreachable: the second is the last
         for attempt in range(self.settings.retries + 1):
@@ -1277,7 +1282,12 @@ class Sender:
         if unreachable:
             limiter.mark_unreachable(host)
             raise _unreachable(service.who, reason, host, self.settings)
-        raise ArxivError(
+        if not reason:  # the deadline passed before the first attempt
+            raise ArxivError(
+                f"The call's time ran out before {service.who} could be asked; try again.",
+                transient=True,
+            )
+        raise Unanswered(
             f"{service.who} could not be reached: {reason}. Try again in a minute.", transient=True
         )
 
@@ -2236,8 +2246,8 @@ def fetch_linked(
         path = f"paper/ARXIV:{base}/{kind.path}?fields={kind.fields}&limit={limit}"
         try:
             body = _s2_get(S2_CITATIONS, path, sender)
-        except ArxivError as error:  # a timeout on its side: fewer are asked, unless it throttles
-            if isinstance(error, Throttled) or limit == _S2_CITING_PAGES[-1]:
+        except Unanswered:  # a timeout on its side (a 504 on 1,000): fewer are asked
+            if limit == _S2_CITING_PAGES[-1]:
                 raise
             continue
         return parse_linked(body, kind, limit) if body is not None else None
@@ -8514,6 +8524,8 @@ class Flights:
         try:
             thread.start()
         except RuntimeError:  # "can't start new thread": the machine's threads are spent, for now
+            with self._lock:  # never joined, by ``close`` or the exit hook
+                self._threads.discard(thread)
             raise ArxivError(_NO_THREAD, transient=True) from None
 
     def fetch(
@@ -11225,7 +11237,10 @@ def answer_citations(call: ReadCall) -> Answer:
             if counted
             else None
         )
-    except Exception:  # slow or failing: the header goes without the total
+    except ArxivError:  # slow or failing: the header goes without the total
+        scholarly = None
+    except Exception as error:  # a bug: logged, and the list still answers without the total
+        _log_unexpected(error)
         scholarly = None
     return Answer(format_citing(call.arxiv_id, citing, call.request.words, call.page, scholarly))
 

@@ -1784,6 +1784,17 @@ def refusing_a_thread(monkeypatch, name: str) -> list[str]:
     return refused
 
 
+def test_a_thread_that_could_not_start_is_never_joined(monkeypatch):
+    """``close`` (and so the exit hook) joins the threads that started: joining one that never
+    did raises."""
+    refused = refusing_a_thread(monkeypatch, "arxiv-never")
+    flights = am.Flights(time.monotonic)
+    with pytest.raises(am.ArxivError, match="could not start a thread"):
+        flights.start("arxiv-never", lambda: None)
+    assert refused == ["arxiv-never"]
+    flights.close(time.monotonic() + 1)
+
+
 def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypatch):
     """The machine is short of threads when a search would start its flight: that call says so,
     and the same search right after is asked afresh (it was not left waiting for a flight that
@@ -2888,6 +2899,35 @@ def citing_page(env, status=200, cited=None):
     return item
 
 
+def test_who_cites_it_asks_for_fewer_only_when_semantic_scholar_times_out(env):
+    """Its 504 on 1,000 citing papers (a real answer), after the retries: 100 are asked; a request
+    it refuses (a real 400) is its error at once, never asked again for fewer."""
+    citing_page(env)
+    page = env.script["/citations"]
+    timed_out = "error_504_citations_CorpusID_49313245_limit1000_endpoint_timed_out.json"
+    retries = env.settings.retries
+    env.script["/citations"] = [s2_answer(timed_out, 504) for _ in range(retries + 1)] + page
+    citing = am.fetch_citing("1111.2011v2", settings=env.settings, limiter=env.library.limiter)
+    assert citing is not None and citing.limit == 100 and len(citing.papers) == 13
+    limits = [url.rsplit("&limit=", 1)[1] for url in env.urls if "/citations" in url]
+    assert limits == ["1000"] * (retries + 1) + ["100"]
+    refused = "error_400_paper_fields-unknown_unrecognized_fields.json"
+    env.script["/citations"] = [s2_answer(refused, 400)]
+    with pytest.raises(am.ArxivError, match=r"refused the request \(HTTP 400\)"):
+        am.fetch_citing("1706.03762", settings=env.settings, limiter=env.library.limiter)
+    assert len([url for url in env.urls if "1706.03762/citations" in url]) == 1
+
+
+def test_a_deadline_past_before_the_first_attempt_says_so(env):
+    limiter = env.library.limiter
+    with pytest.raises(am.ArxivError) as late:
+        am.fetch_metadata(
+            "1111.2011v2", deadline=limiter.clock() - 1, settings=env.settings, limiter=limiter
+        )
+    assert str(late.value) == "The call's time ran out before arXiv could be asked; try again."
+    assert env.urls == []
+
+
 def test_who_cites_a_paper_influential_first_with_its_sentences_paged_and_found(env):
     # the influential one is cited once, two others 50 and 7 times
     item = citing_page(env, cited={5: 7, 9: 50})
@@ -2925,6 +2965,22 @@ def test_who_cites_it_says_the_total_when_its_count_is_known(env, tmp_path):
     assert answer.startswith(
         "# Papers citing arXiv:1706.03762 (Semantic Scholar: cited by 136,941 in all)\n13 citing"
     ), answer
+
+
+def test_who_cites_it_logs_a_bug_in_its_count_and_still_lists_them(env, monkeypatch, caplog):
+    """A programming error asking the paper's own count is logged by its type, never an empty
+    part in silence; the list answers without the total."""
+    citing_page(env)
+
+    def broken(*args, **options):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(am, "fetch_scholarly", broken)
+    server = am.PaperLibrary(env.settings, env.library.limiter, ask_s2=True)
+    env.teardown.append(lambda: stop_pdf_work(server))
+    answer = am.arxiv_tool(paper="1706.03762", section="citations", library=server)
+    assert answer.startswith("# Papers citing arXiv:1706.03762 (Semantic Scholar)\n13 citing")
+    assert "unexpected ZeroDivisionError; the server keeps running" in caplog.text
 
 
 def test_who_cites_it_waits_5_s_at_most_and_keeps_what_comes_later(env, monkeypatch, tmp_path):
