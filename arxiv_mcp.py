@@ -817,11 +817,16 @@ else:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB if take else fcntl.LOCK_UN)
 
 
-def _lock_file(path: str, until: float, clock: Callable[[], float]) -> int | None:
+def _lock_file(
+    path: str,
+    until: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None] = time.sleep,
+) -> int | None:
     """The open descriptor of the file at ``path`` (made if missing) with its OS lock held, trying
-    every
-    ``_LOCK_POLL`` seconds until ``until`` (a ``clock()`` time): None past it.  Raises OSError where
-    the file system has no such lock (some network file systems)."""
+    every ``_LOCK_POLL`` seconds until ``until`` (a ``clock()`` time, waited on with its ``sleep``):
+    None past it.  Raises OSError where the file system has no such lock (some network file
+    systems)."""
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         while True:
@@ -832,7 +837,7 @@ def _lock_file(path: str, until: float, clock: Callable[[], float]) -> int | Non
             if clock() >= until:
                 os.close(descriptor)
                 return None
-            time.sleep(_LOCK_POLL)
+            sleep(_LOCK_POLL)
     except BaseException:
         os.close(descriptor)
         raise
@@ -892,7 +897,9 @@ class SharedLimiter(RateLimiter):
             if self.shared:
                 os.makedirs(self.folder, mode=0o700, exist_ok=True)
                 if (
-                    descriptor := _lock_file(os.path.join(self.folder, name), until, self.clock)
+                    descriptor := _lock_file(
+                        os.path.join(self.folder, name), until, self.clock, self.sleep
+                    )
                 ) is None:
                     raise ArxivError(_EARLIER_REQUEST, transient=True)
                 return descriptor
@@ -7784,13 +7791,15 @@ def _across_sentences(passages: Sequence[Snippet], terms: Sequence[_Term]) -> li
 
 
 def _across_place(snippet: Snippet) -> str:
-    """Where a passage stands, as the agent reads on from it: the ``section`` that reads it, or the
-    title or abstract, which the overview shows."""
+    """Where a passage stands, as the agent reads on from it: the ``section`` that reads it, the
+    title or the abstract (which the overview shows), or, in no section, how to place it."""
     if snippet.kind == "body" and snippet.section:
         return f'`section="{snippet.section}"`'
     if snippet.kind == "title":
         return "its title"
-    return f"its {snippet.kind or 'text'} (the overview shows it)"
+    if snippet.kind == "abstract":
+        return "its abstract (the overview shows it)"
+    return "its text, in no section S2 names (`find` with its `paper` places it)"
 
 
 def _across_paper(rank: int, arxiv_id: str, passages: Sequence[Snippet]) -> str:
@@ -8701,7 +8710,9 @@ class Client:
                 folder = os.path.join(self.cache.folder, _LOCKS)
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 name = f"fetch-{hashlib.sha256(f'{kind} {key}'.encode()).hexdigest()}"
-                descriptor = _lock_file(os.path.join(folder, name), until, self.limiter.clock)
+                descriptor = _lock_file(
+                    os.path.join(folder, name), until, self.limiter.clock, self.limiter.sleep
+                )
                 if descriptor is None:
                     raise ArxivError(_EARLIER_REQUEST, transient=True)
         try:

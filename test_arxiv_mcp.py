@@ -1795,6 +1795,25 @@ def test_a_thread_that_could_not_start_is_never_joined(monkeypatch):
     flights.close(time.monotonic() + 1)
 
 
+def test_a_lock_file_held_elsewhere_is_waited_for_on_the_callers_clock(tmp_path):
+    """Another process holds the key: the wait ends when the caller's clock passes its end (the
+    one clock: on a fake clock it never did, polling with the real sleep)."""
+    clock = FakeClock()
+    path = str(tmp_path / "key")
+    held = am._lock_file(path, float("inf"), time.monotonic)
+    got = []
+    waiter = threading.Thread(
+        target=lambda: got.append(am._lock_file(path, clock() + 5, clock, clock.sleep)), daemon=True
+    )
+    try:
+        waiter.start()
+        waiter.join(5)
+        assert not waiter.is_alive() and got == [None]
+        assert 5 <= sum(clock.sleeps) < 5 + 2 * am._LOCK_POLL
+    finally:
+        am._unlock_file(held)
+
+
 def test_a_request_whose_thread_cannot_start_is_not_left_in_flight(env, monkeypatch):
     """The machine is short of threads when a search would start its flight: that call says so,
     and the same search right after is asked afresh (it was not left waiting for a flight that
@@ -2820,6 +2839,16 @@ def test_passages_across_arxiv_show_whole_the_sentences_that_hold_the_words():
     # the abstract's second sentence holds the words, not its first
     abstract = am.format_passages_across("memory requirements", adam).split("its abstract")[1]
     assert "**memory requirements**" in abstract and "We introduce Adam" not in abstract
+
+
+def test_a_passage_across_arxiv_in_no_section_is_never_said_to_be_in_the_overview():
+    forest = am.parse_snippets((S2_DATA / SNIPPETS["forest"]).read_bytes())
+    loose = dataclasses.replace(forest[0], section="")
+    assert am._across_place(loose) == (
+        "its text, in no section S2 names (`find` with its `paper` places it)"
+    )
+    adam = am.parse_snippets((S2_DATA / SNIPPETS["adam"]).read_bytes())
+    assert am._across_place(adam[2]) == "its abstract (the overview shows it)"
 
 
 def test_passages_across_arxiv_keep_their_characters_for_the_whole_answer():
