@@ -1139,10 +1139,14 @@ def _get_once(request: Request, timeout: float, settings: Settings) -> HttpRespo
         raise _network_fault(error) from None
 
 
-def _undeclared(url: str, accept: str) -> Service:
-    """The service of a URL that no declaration names (``http_get``'s), named by its host and first
-    path segment (``export.arxiv.org/api``: arXiv's API cools down on its own, not its PDFs on the
-    same host), called arXiv in its errors."""
+def _service_of(url: str, accept: str, settings: Settings) -> Service:
+    """The service a URL given to ``http_get`` is: the declared one whose URL it extends (the
+    longest; so an endpoint cools down under one name, whoever asks it), else one named by its
+    host and first path segment (``mirror.example/api``: an API cools down on its own, not the PDFs
+    of its host), called arXiv in its errors."""
+    declared = {service.url(settings).split("{", 1)[0]: service for service in reversed(SERVICES)}
+    if bases := [base for base in declared if base and url.startswith(base)]:
+        return declared[max(bases, key=len)]
     parts = urllib.parse.urlsplit(url)
     name = f"{parts.hostname or ''}/{parts.path.lstrip('/').split('/', 1)[0]}"
     return Service(name=name, who="arXiv", setting="", accept=accept)
@@ -1319,10 +1323,12 @@ def http_get(
     """GET ``url`` politely, each host in its turn in ``limiter`` (None: the module's), as a
     ``Sender`` sends any request (see ``Sender.send``): cool-downs waited for ``patience`` seconds
     in all, retries, redirects checked before they are followed, nothing past ``deadline`` (a
-    ``limiter.clock()`` time), no body past ``max_bytes``.  Its service, undeclared, is its host
-    and first path segment (``_service``).  Raises ArxivError, _StatusError."""
+    ``limiter.clock()`` time), no body past ``max_bytes``.  Its service is the declared one whose
+    URL it extends, else its host and first path segment (``_service_of``).  Raises ArxivError,
+    _StatusError."""
     sender = Sender.of(None, settings, limiter, deadline=deadline, patience=patience)
-    return sender.send(Request(service=_undeclared(url, accept), url=url, max_bytes=max_bytes))
+    service = _service_of(url, accept, sender.settings)
+    return sender.send(Request(service=service, url=url, max_bytes=max_bytes))
 
 
 # ---------------------------------------------------------------------------

@@ -1037,6 +1037,24 @@ def test_a_throttle_on_every_attempt_raises_throttled(env, monkeypatch):
     )
 
 
+def test_an_endpoint_cools_down_under_its_one_name_whoever_asks_it(env):
+    """``http_get`` on the API's URL is the declared API: its throttle cools "arXiv API", which
+    the library's requests wait out, never a second name of the same endpoint."""
+    limiter = env.library.limiter
+    env.script["api/query"] = [http_error(API_URL, 429) for _ in range(4)]
+    with pytest.raises(am.Throttled):
+        am.http_get(
+            f"{am.SETTINGS.api_url}?id_list=1111.2011v2",
+            accept="application/atom+xml",
+            max_bytes=10**6,
+            patience=0,
+        )
+    assert limiter.cooling(am.ARXIV_API.name) > 0 and limiter.cooling("export.arxiv.org/api") == 0
+    assert limiter.cooling(am.ARXIV_PDFS.name) == 0
+    with pytest.raises(am.Throttled):  # the library's request meets the same cool-down
+        am.fetch_metadata("1111.2011v2", patience=0)
+
+
 def test_429_honours_retry_after(env):
     env.script["api/query"] = [http_error("u", 429, headers={"Retry-After": "7"})]
     am.fetch_metadata("1111.2011v2")
