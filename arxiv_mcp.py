@@ -596,7 +596,13 @@ class _Turns:
     unreachable: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
 
-_EARLIER_REQUEST = "Timed out waiting for an earlier arXiv request to finish; try again."
+def _earlier_request(who: str) -> str:
+    """What a call says when an earlier request to ``who`` held the way past its deadline."""
+    return f"Timed out waiting for an earlier request to {who} to finish; try again."
+
+
+# What a call says when its own request has not answered by its deadline.
+_NO_ANSWER_IN_TIME = "No answer came within the call's time (ARXIV_DEADLINE); try again."
 # The urgency of a request, the smallest first: a search or metadata is one quick request that a
 # caller waits for; a PDF a caller waits for is a larger one; a request whose callers all gave up is
 # background work.
@@ -663,7 +669,7 @@ class RateLimiter:
             self._cooled(
                 service, min(patient_until, math.inf if deadline is None else deadline), who, hint
             )
-            with self._connection(host, deadline, urgency):
+            with self._connection(host, deadline, urgency, who):
                 # a request ahead was throttled meanwhile: its cool-down is waited out outside
                 if self.cooling(service) > 0:
                     continue
@@ -698,11 +704,12 @@ class RateLimiter:
 
     @contextlib.contextmanager
     def _connection(
-        self, host: str, deadline: float | None, urgency: Callable[[], int] = _small
+        self, host: str, deadline: float | None, urgency: Callable[[], int], who: str
     ) -> Iterator[None]:
-        """Hold the host's one connection of this process, in turn by ``urgency``; ArxivError when
-        it is not free by ``deadline``.  A turn is decided when a connection is let go, and when a
-        request's urgency changes (``reranked``)."""
+        """Hold the host's one connection of this process, in turn by ``urgency``; ArxivError
+        (naming ``who``, the service asked) when it is not free by ``deadline``.  A turn is
+        decided when a connection is let go, and when a request's urgency changes
+        (``reranked``)."""
         me = (urgency, next(self._order), host)
         with self._queue:
             self._waiting.append(me)
@@ -710,7 +717,7 @@ class RateLimiter:
                 while host in self._sending or self._first(host) is not me:
                     remaining = None if deadline is None else deadline - self.clock()
                     if remaining is not None and remaining <= 0:
-                        raise ArxivError(_EARLIER_REQUEST, transient=True)
+                        raise ArxivError(_earlier_request(who), transient=True)
                     self._queue.wait(remaining)
             finally:
                 self._waiting.remove(me)
@@ -889,10 +896,10 @@ class SharedLimiter(RateLimiter):
         self.wall = wall
         self.shared = True
 
-    def _lock(self, name: str, until: float) -> int | None:
+    def _lock(self, name: str, until: float, late: str) -> int | None:
         """The descriptor of this folder's file ``name`` with its lock held, or None when the folder
-        cannot hold such files (from then on, the turns are this process's).  ArxivError when it is
-        held past ``until``."""
+        cannot hold such files (from then on, the turns are this process's).  ArxivError ``late``
+        when it is held past ``until``."""
         try:
             if self.shared:
                 os.makedirs(self.folder, mode=0o700, exist_ok=True)
@@ -901,7 +908,7 @@ class SharedLimiter(RateLimiter):
                         os.path.join(self.folder, name), until, self.clock, self.sleep
                     )
                 ) is None:
-                    raise ArxivError(_EARLIER_REQUEST, transient=True)
+                    raise ArxivError(late, transient=True)
                 return descriptor
         except OSError as error:
             self.shared = False
@@ -913,11 +920,13 @@ class SharedLimiter(RateLimiter):
 
     @contextlib.contextmanager
     def _connection(
-        self, host: str, deadline: float | None, urgency: Callable[[], int] = _small
+        self, host: str, deadline: float | None, urgency: Callable[[], int], who: str
     ) -> Iterator[None]:
-        with super()._connection(host, deadline, urgency):
+        with super()._connection(host, deadline, urgency, who):
             descriptor = self._lock(
-                urllib.parse.quote(host, safe=""), math.inf if deadline is None else deadline
+                urllib.parse.quote(host, safe=""),
+                math.inf if deadline is None else deadline,
+                _earlier_request(f"{who} from another server on this machine"),
             )
             try:
                 yield
@@ -927,7 +936,9 @@ class SharedLimiter(RateLimiter):
     @contextlib.contextmanager
     def _state(self) -> Iterator[_Turns]:
         with self._guard:
-            descriptor = self._lock("turns.json", self.clock() + _STATE_WAIT)
+            descriptor = self._lock(
+                "turns.json", self.clock() + _STATE_WAIT, _earlier_request("this machine's turns")
+            )
             try:
                 written_before = os.read(descriptor, 1 << 16) if descriptor is not None else b""
                 # a new or damaged file: this process's turns
@@ -8623,7 +8634,7 @@ class Client:
             patience=patience,
             keeping=keeping,
         )
-        return self.wait(future, deadline, late or _EARLIER_REQUEST)
+        return self.wait(future, deadline, late or _NO_ANSWER_IN_TIME)
 
     def fetch(
         self,
@@ -8720,7 +8731,7 @@ class Client:
                     os.path.join(folder, name), until, self.limiter.clock, self.limiter.sleep
                 )
                 if descriptor is None:
-                    raise ArxivError(_EARLIER_REQUEST, transient=True)
+                    raise ArxivError(_earlier_request("it from another server"), transient=True)
         try:
             yield
         finally:

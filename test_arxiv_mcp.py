@@ -2314,6 +2314,47 @@ def test_the_client_stands_alone_on_a_fake_clock(env, clock, tmp_path):
     client.flights.close(clock() + 5)
 
 
+def test_a_call_past_its_deadline_says_whose_request_it_waited_for(monkeypatch):
+    """An earlier request to Semantic Scholar holds its host: the call names Semantic Scholar, not
+    arXiv; a call whose own search has not answered says so, never "an earlier request"."""
+    limiter = am.RateLimiter(0.0)
+    host = "api.semanticscholar.org"
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with limiter.slot(host, who=am._S2):
+            held.set()
+            release.wait(5)
+
+    threading.Thread(target=hold, daemon=True).start()
+    try:
+        assert held.wait(5)
+        with (
+            pytest.raises(am.ArxivError) as waited,
+            limiter.slot(host, limiter.clock() + 0.1, who=am._S2),
+        ):
+            pass
+        assert str(waited.value) == (
+            "Timed out waiting for an earlier request to Semantic Scholar to finish; try again."
+        )
+    finally:
+        release.set()
+    settings = am.Settings(deadline=0.2, min_interval=0.0)
+    library = am.PaperLibrary(settings, am.RateLimiter(0.0))
+    answered = threading.Event()
+
+    def slow(request, timeout=None):
+        answered.wait(5)
+        raise urllib.error.URLError("closed")
+
+    monkeypatch.setattr(urllib.request, "urlopen", slow)
+    try:
+        answer = am.arxiv_tool(query="quantum criticality", library=library)
+    finally:
+        answered.set()
+    assert answer == f"{am.ERROR} {am._NO_ANSWER_IN_TIME}" and "earlier" not in answer
+
+
 def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at_most(tmp_path):
     """Another process holds a key's lock file (its fetch stuck): a background flight (no deadline)
     gives up after the settings' deadline, so that the key is not in flight for ever, and the next
@@ -2325,7 +2366,7 @@ def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at
     held = am._lock_file(str(tmp_path / am._LOCKS / name), float("inf"), time.monotonic)
     started = time.monotonic()
     try:
-        with pytest.raises(am.ArxivError, match="earlier arXiv request"):
+        with pytest.raises(am.ArxivError, match="an earlier request to it from another server"):
             library.client.get(
                 "meta",
                 "1111.2011v2",
