@@ -8463,11 +8463,12 @@ JOB_CLOSE = 3
 _SEARCHED_TTL = 3600.0
 _SEARCHED_ENTRIES = 5_000  # keys: a whole day's listing (2,000 papers, with and without version)
 _LISTINGS_KEPT = 8  # announcements of different categories kept in memory
-# Semantic Scholar's passages across arXiv are kept in memory a short while, never on disk: a
-# search that answers after its call's wait serves the call again ("call again shortly"), and
-# none goes stale.
+# Semantic Scholar's passages across arXiv, and a page of arXiv's search, are kept in memory a
+# short while (seconds), never on disk: one that answers after its call's wait serves the next call
+# ("call again shortly"), and none goes stale.
 _SNIPPETS_KEPT_FOR = 600.0
-_SNIPPETS_KEPT = 32  # searches
+_SEARCH_KEPT_FOR = 300.0
+_REMEMBERED = 64  # answers of finished flights kept in memory at most (``Flights.fetch``)
 # Seconds the API may take to give a paper's metadata before the paper is read with its own: a
 # throttled answer can take two minutes to arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
@@ -8536,6 +8537,8 @@ class Flights:
         self.clock = clock  # the limiter's, on which ``close`` is given its end
         self._lock = threading.Lock()
         self._flying: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
+        # the answers of finished flights kept in memory a while, by key: (until, the future)
+        self._remembered: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
         self._threads: set[threading.Thread] = set()
         self._closed = False
 
@@ -8555,16 +8558,21 @@ class Flights:
             raise ArxivError(_NO_THREAD, transient=True) from None
 
     def fetch(
-        self, key: tuple[str, str], fetch: Callable[[], _Kept]
+        self, key: tuple[str, str], fetch: Callable[[], _Kept], remember: float = 0.0
     ) -> "concurrent.futures.Future[_Kept]":
-        """The future of ``key``'s fetch in flight, else of ``fetch()``, started now in a thread
-        (``start``: ArxivError once closed)."""
+        """The future of ``key``'s fetch in flight, or of one that brought its answer less than
+        ``remember`` seconds ago, else of ``fetch()``, started now in a thread (``start``:
+        ArxivError once closed), whose answer is then remembered ``remember`` seconds (a failure
+        never)."""
         with self._lock:
             if (future := self._flying.get(key)) is not None:
                 return future
+            until, remembered = self._remembered.get(key, (-math.inf, None))
+            if remembered is not None and self.clock() < until:
+                return typing.cast("concurrent.futures.Future[_Kept]", remembered)
             future = self._flying[key] = concurrent.futures.Future()
         try:
-            self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future)
+            self.start(f"arxiv-{key[0]}", self._fly, key, fetch, future, remember)
         except ArxivError as failure:  # no thread: the key is not left in flight
             with self._lock:
                 del self._flying[key]
@@ -8572,8 +8580,11 @@ class Flights:
             raise
         return future
 
-    def _fly(self, key: tuple[str, str], fetch: Callable[[], Any], future: Any) -> None:
-        """``fetch()`` into ``future`` (a caller meanwhile finds it done), then forgotten."""
+    def _fly(
+        self, key: tuple[str, str], fetch: Callable[[], Any], future: Any, remember: float
+    ) -> None:
+        """``fetch()`` into ``future`` (a caller meanwhile finds it done), then no longer in
+        flight; an answer remembered ``remember`` seconds (``_REMEMBERED`` of them at most)."""
         try:
             future.set_result(fetch())
         except Exception as error:
@@ -8581,6 +8592,9 @@ class Flights:
         finally:
             with self._lock:
                 del self._flying[key]
+                if remember > 0 and future.exception() is None:
+                    kept = [(key, (self.clock() + remember, future))]
+                    _keep_newest(self._remembered, kept, _REMEMBERED)
 
     def close(self, until: float) -> None:
         """Start no thread from now on, and join those running until ``until`` (a ``clock()``
@@ -8621,18 +8635,23 @@ class Client:
         urgency: Callable[[], int] = _small,
         patience: float = _COOL_DOWN_PATIENCE,
         keeping: Keeping | None = None,
+        remember: float = 0.0,
     ) -> Fetched[_Kept]:
         """What the one fetch of ``kind`` of ``key`` brings (``fetch``), waited for until
         ``deadline`` (None: its end).  Raises what it raises, or, past the deadline, ArxivError
-        ``late`` (the fetch goes on, and is kept where its kind is)."""
+        ``late``.  A fetch whose answer is kept (on disk: ``keeping``; in memory: ``remember``
+        seconds) goes on past its callers to its own end, for the next call; another ends with
+        its caller's deadline."""
+        kept = keeping is not None or remember > 0
         future = self.fetch(
             kind,
             key,
             ask,
-            deadline=deadline,
+            deadline=None if kept else deadline,
             urgency=urgency,
             patience=patience,
             keeping=keeping,
+            remember=remember,
         )
         return self.wait(future, deadline, late or _NO_ANSWER_IN_TIME)
 
@@ -8646,16 +8665,18 @@ class Client:
         urgency: Callable[[], int] = _small,
         patience: float = _COOL_DOWN_PATIENCE,
         keeping: Keeping | None = None,
+        remember: float = 0.0,
     ) -> "concurrent.futures.Future[Fetched[_Kept]]":
         """The one fetch in this process of ``kind`` of ``key``, as a future, in a thread: what the
-        disk keeps (``keeping``; None: a kind never kept, such as a search), else ``ask(sender)``,
-        its requests sent until ``deadline`` (a limiter-clock time) by ``urgency``, waiting for a
-        cool-down ``patience`` seconds at most, then kept (``_fetched``)."""
+        disk keeps (``keeping``; None: a kind never kept on disk, such as a search), else
+        ``ask(sender)``, its requests sent until ``deadline`` (a limiter-clock time) by
+        ``urgency``, waiting for a cool-down ``patience`` seconds at most, then kept
+        (``_fetched``), and its answer remembered in memory ``remember`` seconds."""
         sender = Sender(
             self.settings, self.limiter, deadline=deadline, urgency=urgency, patience=patience
         )
         return self.flights.fetch(
-            (kind, key), lambda: self._fetched(kind, key, ask, sender, keeping)
+            (kind, key), lambda: self._fetched(kind, key, ask, sender, keeping), remember
         )
 
     def wait(
@@ -10044,9 +10065,6 @@ class SemanticScholar:
     def __init__(self, client: Client, asked: bool):
         self.client = client
         self.asked = asked
-        # recent passages across arXiv, by search: (when, passages), oldest first, under ``_lock``
-        self._lock = threading.Lock()
-        self._snippets: OrderedDict[str, tuple[float, tuple[Snippet, ...]]] = OrderedDict()
 
     def record(
         self, kind: type, base: str, fetch: Callable[..., Any]
@@ -10109,28 +10127,15 @@ class SemanticScholar:
         while in flight and kept in memory ``_SNIPPETS_KEPT_FOR`` seconds (never on disk), waited
         for ``wait`` seconds at most: one that comes later is there for the next call.  Raises
         ArxivError naming it, ``_S2_SLOW`` past the wait."""
-        key = f"{limit} {dates} {query}"
-        now = self.client.limiter.clock()
-        with self._lock:
-            when, kept = self._snippets.get(key, (-math.inf, ()))
-        if now - when < _SNIPPETS_KEPT_FOR:
-            return kept
-        flight = self.client.fetch(  # no deadline: past the caller's wait, it goes on
+        return self.client.get(  # past the caller's wait, it goes on, remembered
             "s2-snippets",
-            key,
+            f"{limit} {dates} {query}",
             lambda sender: fetch_snippets(query, limit=limit, dates=dates, sender=sender),
+            deadline=self.client.limiter.clock() + wait,
+            late=_S2_SLOW,
             patience=0,
-        )
-        flight.add_done_callback(lambda done: self._keep(key, done))
-        return self.client.wait(flight, now + wait, _S2_SLOW).value
-
-    def _keep(self, key: str, flight: "concurrent.futures.Future[Fetched[Any]]") -> None:
-        """Keep the passages ``flight`` brought, for ``_SNIPPETS_KEPT_FOR`` seconds; a failure,
-        never."""
-        if flight.exception() is None:
-            found = (self.client.limiter.clock(), flight.result().value)
-            with self._lock:
-                _keep_newest(self._snippets, [(key, found)], _SNIPPETS_KEPT)
+            remember=_SNIPPETS_KEPT_FOR,
+        ).value
 
 
 class Catalogue:
@@ -11314,7 +11319,9 @@ def _search_page(request: SearchRequest, library: PaperLibrary) -> tuple[Feed, s
             api_url(request.params(), library.settings),
             lambda sender: search(request, sender=sender),
             deadline=deadline,
+            late=_API_LATE,
             patience=0,
+            remember=_SEARCH_KEPT_FOR,
         ).value
     except Throttled as error:
         raise ArxivError(

@@ -2339,20 +2339,40 @@ def test_a_call_past_its_deadline_says_whose_request_it_waited_for(monkeypatch):
         )
     finally:
         release.set()
-    settings = am.Settings(deadline=0.2, min_interval=0.0)
-    library = am.PaperLibrary(settings, am.RateLimiter(0.0))
-    answered = threading.Event()
+    library = am.PaperLibrary(am.Settings(deadline=0.2, min_interval=0.0), am.RateLimiter(0.0))
+    try:
+        with pytest.raises(am.ArxivError) as late:
+            library.client.get("made-up", "key", lambda _: time.sleep(0.5), deadline=0.1)
+    finally:
+        library.close()
+    assert str(late.value) == am._NO_ANSWER_IN_TIME and "earlier" not in str(late.value)
+
+
+def test_a_search_past_the_calls_deadline_goes_on_and_serves_the_next_call(monkeypatch):
+    """Cold through the tool, the API slower than the call's time: the answer says the search goes
+    on in the background, and the next call has it with no second request."""
+    library = am.PaperLibrary(am.Settings(deadline=0.3, min_interval=0.0), am.RateLimiter(0.0))
+    answered, asked = threading.Event(), []
+    feed = atom("2016_search_quantum_criticality_2results.xml")
 
     def slow(request, timeout=None):
+        asked.append(request.full_url)
         answered.wait(5)
-        raise urllib.error.URLError("closed")
+        return FakeResponse(feed, request.full_url, "application/atom+xml")
 
     monkeypatch.setattr(urllib.request, "urlopen", slow)
     try:
-        answer = am.arxiv_tool(query="quantum criticality", library=library)
+        first = am.arxiv_tool(query="quantum criticality", library=library)
+        assert first == f"{am.ERROR} {am._API_LATE}", first
+        answered.set()
+        wait_for(
+            lambda: "# arXiv search" in am.arxiv_tool(query="quantum criticality", library=library),
+            what="the search, kept",
+        )
     finally:
         answered.set()
-    assert answer == f"{am.ERROR} {am._NO_ANSWER_IN_TIME}" and "earlier" not in answer
+        library.close()
+    assert len(asked) == 1
 
 
 def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at_most(tmp_path):
@@ -2388,10 +2408,12 @@ def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at
     library.close()
 
 
-def test_a_search_asked_twice_at_once_is_one_request_and_never_kept(env, monkeypatch, tmp_path):
+def test_a_search_asked_twice_at_once_is_one_request_and_never_kept_on_disk(
+    env, monkeypatch, tmp_path
+):
     """The client's one fetch per key holds for searches too: a second caller of the same search
-    waits for the first's request; once answered, the search is asked afresh (never kept on disk,
-    even with a cache)."""
+    waits for the first's request; once answered, the search is kept in memory a few minutes,
+    then asked afresh (never kept on disk, even with a cache)."""
     rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9))
     asked, release, real = threading.Event(), threading.Event(), urllib.request.urlopen
 
@@ -2419,8 +2441,11 @@ def test_a_search_asked_twice_at_once_is_one_request_and_never_kept(env, monkeyp
     assert len(answers) == 2 and answers[0] == answers[1] and len(searches) == 1, searches
     assert "1111.2011v2" in answers[0]
     call(query="quantum criticality")
+    assert len([url for url in env.urls if "search_query" in url]) == 1, "kept in memory"
+    env.clock.now += am._SEARCH_KEPT_FOR
+    call(query="quantum criticality")
     assert len([url for url in env.urls if "search_query" in url]) == 2, "asked afresh"
-    assert not list(tmp_path.rglob("*search*")), "never kept"
+    assert not list(tmp_path.rglob("*search*")), "never kept on disk"
 
 
 def test_search_entry_format_with_legacy_ids_and_et_al(env):
