@@ -540,6 +540,11 @@ class Unanswered(ArxivError):
     download cut short or another network fault.  Asking it for less may help (``fetch_linked``)."""
 
 
+class Pending(ArxivError):
+    """A request has not answered by its call's deadline; where its answer is kept, it goes on
+    for the next call (``Client.get``)."""
+
+
 def _duration(seconds: float) -> str:
     """``"about 12 s"``, ``"about 4 min"``, ``"about 2 h"``."""
     if seconds < 90:
@@ -1214,13 +1219,6 @@ class Sender:
         """``sender``, else one of ``settings`` and ``limiter`` (None: the module's) and
         ``options`` (``deadline``, ``patience``)."""
         return sender or cls(settings or SETTINGS, limiter or LIMITER, **options)
-
-    def within(self, seconds: float) -> "Sender":
-        """This sender, its requests given ``seconds`` from now at most."""
-        until = self.limiter.clock() + seconds
-        if self.deadline is not None:
-            until = min(until, self.deadline)
-        return dataclasses.replace(self, deadline=until)
 
     def send(self, request: Request) -> HttpResponse:
         """``request``'s answer.  The one owner of a request from its host's turn to the socket:
@@ -8469,8 +8467,9 @@ _LISTINGS_KEPT = 8  # announcements of different categories kept in memory
 _SNIPPETS_KEPT_FOR = 600.0
 _SEARCH_KEPT_FOR = 300.0
 _REMEMBERED = 64  # answers of finished flights kept in memory at most (``Flights.fetch``)
-# Seconds the API may take to give a paper's metadata before the paper is read with its own: a
-# throttled answer can take two minutes to arrive, and the text is in hand by then.
+# Seconds a call waits for a paper's metadata before the paper is read with its own (the request
+# goes on, and its answer is kept for the next call): a throttled answer can take two minutes to
+# arrive, and the text is in hand by then.
 _METADATA_WAIT = 10.0
 # What a caller is told when the one fetch in flight it waits for (the metadata, a listing) is not
 # there by its deadline.
@@ -8683,12 +8682,12 @@ class Client:
         self, future: "concurrent.futures.Future[_Kept]", deadline: float | None, late: str
     ) -> _Kept:
         """What ``future`` brings, waited for until ``deadline`` (a limiter-clock time; None: its
-        end).  Raises what it raises, or ArxivError ``late`` past the deadline."""
+        end).  Raises what it raises, or Pending ``late`` past the deadline."""
         wait = None if deadline is None else max(0.0, deadline - self.limiter.clock())
         try:
             return future.result(wait)
         except TimeoutError:
-            raise ArxivError(late, transient=True) from None
+            raise Pending(late, transient=True) from None
 
     def _kept(self, kind: str, key: str, keeping: Keeping | None) -> Any:
         """What the disk keeps of ``kind`` of ``key`` and can serve, or None; the ArxivError kept of
@@ -10350,14 +10349,15 @@ class PaperDownloads:
         self, arxiv_id: str, urgency: Callable[[], int], deadline: float | None = None
     ) -> Paper:
         """The API's metadata of ``arxiv_id``: kept on disk for a day, else asked in its turn
-        (``urgency``), with no patience for a throttle, within ``_METADATA_WAIT`` seconds of its
-        flight's start, and kept; the one fetch in flight in the process, waited for until
-        ``deadline`` (a limiter-clock time; None: its end)."""
+        (``urgency``), with no patience for a throttle, and kept; the one fetch in flight in the
+        process, waited for ``_METADATA_WAIT`` seconds at most, and until ``deadline`` (a
+        limiter-clock time): past it, the fetch goes on for the next call."""
+        waited = self.library.limiter.clock() + _METADATA_WAIT
         return self.library.client.get(
             "meta",
             arxiv_id,
-            lambda sender: fetch_metadata(arxiv_id, sender=sender.within(_METADATA_WAIT)),
-            deadline=deadline,
+            lambda sender: fetch_metadata(arxiv_id, sender=sender),
+            deadline=waited if deadline is None else min(deadline, waited),
             patience=0,
             late=_API_LATE,
             urgency=urgency,
@@ -10752,11 +10752,13 @@ def _log_unexpected(error: Exception) -> None:
 def _api_trouble(error: ArxivError) -> str:
     """Why the API's metadata is missing, as the metadata's note says it."""
     # else the cause is in the log: the paper is what the agent came for
-    return (
-        "arXiv's API is limiting requests"
-        if isinstance(error, Throttled)
-        else "arXiv's API did not answer"
-    )
+    if isinstance(error, Pending):
+        return (
+            "arXiv's API has not answered yet (it is asked in the background: call again shortly)"
+        )
+    if isinstance(error, Throttled):
+        return "arXiv's API is limiting requests"
+    return "arXiv's API did not answer"
 
 
 def _as_arxiv_error(error: Exception, message: str, transient: bool = False) -> ArxivError:

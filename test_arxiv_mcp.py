@@ -1954,9 +1954,9 @@ def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_thrott
     ), list(tmp_path.rglob("*"))
 
 
-def test_a_slow_api_keeps_the_paper_waiting_at_most_a_few_seconds(env, monkeypatch):
-    """A throttled answer can take two minutes to arrive: the metadata request gives up after
-    ``_METADATA_WAIT`` seconds, and the paper is read with its own."""
+def test_an_api_that_never_answers_leaves_the_paper_read_with_its_own_metadata(env, monkeypatch):
+    """A request that times out on every attempt: it goes on to its own end (its timeout and
+    retries, no longer cut at the call's wait), and the paper is read with its own metadata."""
     asked, real = [], urllib.request.urlopen
 
     def slow_api(request, timeout=None):
@@ -1968,14 +1968,39 @@ def test_a_slow_api_keeps_the_paper_waiting_at_most_a_few_seconds(env, monkeypat
 
     monkeypatch.setattr(urllib.request, "urlopen", slow_api)
     overview = call(paper="1111.2011v2")
-    # Once, within the wait (less the limiter's gap after the PDF), not the 30 s request timeout; no
-    # retry past it.
-    assert (
-        len(asked) == 1
-        and am._METADATA_WAIT - env.settings.min_interval <= asked[0] <= am._METADATA_WAIT
-    )
+    assert asked == [env.settings.timeout] * (env.settings.retries + 1)
     assert "> Metadata from the paper itself: arXiv's API did not answer." in overview
     assert "## Sections\n8 pages" in overview
+
+
+def test_a_slow_apis_metadata_goes_on_and_serves_the_next_call(env, monkeypatch):
+    """On a real clock, the API slower than a call waits for metadata: the paper is read with its
+    own, saying the API is asked in the background; the next call has arXiv's, with no second
+    request."""
+    monkeypatch.setattr(am, "_METADATA_WAIT", 0.3)
+    library = am.PaperLibrary(env.settings, am.RateLimiter(0.0))
+    env.teardown.append(lambda: stop_pdf_work(library))
+    answered, real = threading.Event(), urllib.request.urlopen
+
+    def slow_api(request, timeout=None):
+        if "/api/query" in request.full_url:
+            answered.wait(5)
+        return real(request, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", slow_api)
+    try:
+        first = am.arxiv_tool(paper="1111.2011v2", library=library)
+        assert "it is asked in the background: call again shortly" in first, first[:600]
+    finally:
+        answered.set()
+    wait_for(
+        lambda: (
+            "Metadata from the paper itself"
+            not in am.arxiv_tool(paper="1111.2011v2", library=library)
+        ),
+        what="arXiv's metadata, kept",
+    )
+    assert len([url for url in env.urls if "/api/query" in url]) == 1
 
 
 # ---------------------------------------------------------------------------
