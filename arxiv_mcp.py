@@ -158,14 +158,6 @@ class Settings:
             if field.name.endswith("_url")
         ) - {""}
 
-    @property
-    def host_intervals(self) -> dict[str, float]:
-        """Seconds between request starts to the hosts paced otherwise than ``min_interval``: those
-        of the services that declare a pace of their own (``Service.pace``: Semantic Scholar's,
-        whatever arXiv's is)."""
-        paced = {service.host(self): service.pace for service in SERVICES if service.pace}
-        return {host: pace for host, pace in paced.items() if host}
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
         """Settings from ``ARXIV_<FIELD>`` variables; a bad value is logged (never echoed) and
@@ -278,17 +270,22 @@ class Service:
     """A service this module asks, declared once: ``name``, the key of its cool-down (each service
     cools down on its own after a throttle) and what the log calls it; ``who``, how its errors name
     it; ``setting``, the ``Settings`` field of its URL (a template, or the base its paths extend);
-    ``accept``; ``pace``, seconds between request starts to its host (0: ``min_interval``);
-    ``key``, the ``Settings`` field of the key sent to it as ``key_header`` (never shown, never to
-    another host, never in clear text); ``hint``, what its throttle's error adds for a caller
-    without that key.  What is kept of
-    its answers, and how long, is its caller's ``Keeping``."""
+    ``accept``; ``pace``, seconds between request starts to its host (0: ``min_interval``), read
+    for each request whichever limiter sends it (one configured for the host overrides it);
+    ``patience``, seconds a caller waits out its cool-down at most (None: as the caller says);
+    ``switch``, the ``Settings`` field (a switch) that turns it off, enforced where its requests
+    are sent (``Sender.send``); ``key``, the ``Settings`` field of the key sent to it as
+    ``key_header`` (never shown, never to another host, never in clear text); ``hint``, what its
+    throttle's error adds for a caller without that key.  What is kept of its answers, and how
+    long, is its caller's ``Keeping``."""
 
     name: str
     who: str
     setting: str
     accept: str
     pace: float = 0.0
+    patience: float | None = None
+    switch: str = ""
     key: str = ""
     key_header: str = "x-api-key"
     hint: str = ""
@@ -330,7 +327,7 @@ S2_PAPERS = Service(
 )
 S2_CITATIONS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar citations")
 S2_BATCH = dataclasses.replace(S2_PAPERS, name="Semantic Scholar batch")
-S2_SNIPPETS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar snippets")
+S2_SNIPPETS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar snippets", switch="s2_snippets")
 # The module's services, which pace their hosts (a text source names its: ``TextSource.service``)
 SERVICES = (
     ARXIV_API,
@@ -662,9 +659,11 @@ class RateLimiter:
         who: str = "arXiv",
         hint: str = "",
         urgency: Callable[[], int] = _small,
+        pace: float = 0.0,
     ) -> Iterator[None]:
         """Hold the host's one connection for a request, in its turn (``urgency``, asked afresh:
-        the smallest first, then the oldest) and pace, once ``service``'s cool-down is over: that
+        the smallest first, then the oldest) and pace (``_paced``: ``pace``, its service's), once
+        ``service``'s cool-down is over: that
         is waited out holding nothing, so that the host's other services go on meanwhile.  Raises
         Throttled (naming ``who``, adding ``hint``) when the cool-down lasts more than ``patience``
         seconds or past ``deadline`` (a ``clock()`` time), ArxivError when the turn would come
@@ -678,7 +677,7 @@ class RateLimiter:
                 # a request ahead was throttled meanwhile: its cool-down is waited out outside
                 if self.cooling(service) > 0:
                     continue
-                self._paced(host, deadline, who)
+                self._paced(host, deadline, who, pace)
                 yield
                 return
 
@@ -690,14 +689,15 @@ class RateLimiter:
                 raise Throttled(left, who, hint)
             self.sleep(left)
 
-    def _paced(self, host: str, deadline: float | None, who: str) -> None:
-        """Wait for the host's next start (its pace), holding its connection; ArxivError (naming
-        ``who``) when it comes after ``deadline``."""
+    def _paced(self, host: str, deadline: float | None, who: str, pace: float) -> None:
+        """Wait for the host's next start, holding its connection: the next is ``pace`` seconds
+        after this one (the request's service's, 0: ``interval``; a host ``intervals`` names, its
+        own); ArxivError (naming ``who``) when it comes after ``deadline``."""
         while True:
             with self._state() as turns:
                 wait = turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock()
                 if wait <= 0:
-                    gap = self.intervals.get(host, self.interval)
+                    gap = self.intervals.get(host, pace or self.interval)
                     turns.starts[host] = (self.clock() + gap, gap)
                     return
             if deadline is not None and self.clock() + wait > deadline:
@@ -803,7 +803,7 @@ class RateLimiter:
             turns.cooling.pop(service, None)
 
 
-LIMITER = RateLimiter(SETTINGS.min_interval, intervals=SETTINGS.host_intervals)
+LIMITER = RateLimiter(SETTINGS.min_interval)
 
 # One client per machine: arXiv's limits "apply to all of the machines under your control as a
 # whole", and each MCP host starts a server of its own.  Servers that share a disk-cache folder
@@ -1230,9 +1230,17 @@ class Sender:
         a request of its own in its target host's turn, ``_MAX_HOPS`` at most.  Only the
         settings' hosts are asked; no body passes ``request.max_bytes``.  Raises ArxivError, and
         _StatusError for a final HTTP status."""
-        patient_until = self.limiter.clock() + self.patience
+        service = request.service
+        if service.switch and not getattr(self.settings, service.switch):
+            fields = {field.name: field for field in dataclasses.fields(self.settings)}
+            variable = setting_variable(fields[service.switch])
+            raise ArxivError(f"The {service.name} are off on this server ({variable}=off).")
+        patience = (
+            self.patience if service.patience is None else min(self.patience, service.patience)
+        )
+        patient_until = self.limiter.clock() + patience
         request = dataclasses.replace(
-            request, headers={**request.service.headers(self.settings), **request.headers}
+            request, headers={**service.headers(self.settings), **request.headers}
         )
         for _ in range(_MAX_HOPS + 1):
             try:
@@ -1279,6 +1287,7 @@ class Sender:
                     who=service.who,
                     hint=hint,
                     urgency=self.urgency,
+                    pace=service.pace,
                 ):
                     response = _get_once(request, self._timeout(), self.settings)
                 limiter.cleared(service.name)
@@ -10482,11 +10491,7 @@ class PaperLibrary:
         cache = DiskCache.open(settings)
         if cache is None:
             log.info("arXiv's rate limit is kept per process: the disk cache is off")
-        limiter = (
-            SharedLimiter(settings.min_interval, cache.folder, intervals=settings.host_intervals)
-            if cache
-            else None
-        )
+        limiter = SharedLimiter(settings.min_interval, cache.folder) if cache else None
         return cls(
             settings,
             limiter,

@@ -598,6 +598,9 @@ def test_a_switch_reads_off_in_any_case_and_its_setting_sends_nothing(html_env, 
     html_env.teardown.append(lambda: stop_pdf_work(server))
     answer = am.arxiv_tool(find="table", library=server)
     assert "stay on this machine" in answer
+    # enforced where its requests are sent: a vendoring host's call, too
+    with pytest.raises(am.ArxivError, match=r"\(ARXIV_S2_SNIPPETS=off\)"):
+        am.fetch_snippets("table", settings=switched, limiter=html_env.library.limiter)
     assert [url for url in html_env.urls if "snippet" in url] == []
     for on in ("on", "TRUE", "1", "yes"):
         assert am.Settings.from_env({"ARXIV_S2_SNIPPETS": on}).s2_snippets is True
@@ -867,12 +870,60 @@ def test_rate_limiter_spaces_request_starts_per_host(clock):
     assert starts == [("a", 1000.0), ("a", 1003.0), ("b", 1003.0), ("a", 1006.0)]
 
 
+@dataclasses.dataclass(frozen=True)
+class NotesSettings(am.Settings):
+    """A server's settings with one service more, the tests' own: its URL and its switch."""
+
+    notes_url: str = "https://notes.example.org/api"
+    notes: bool = True
+
+
+# A service declared in the tests alone: a pace, a patience and an off switch of its own.
+NOTES = am.Service(
+    name="notes",
+    who="The notes service",
+    setting="notes_url",
+    accept="text/plain",
+    pace=2.0,
+    patience=0.0,
+    switch="notes",
+)
+
+
+def test_a_service_declared_in_the_tests_alone_is_paced_throttled_and_switched_by_it(env):
+    """Its declaration applies with no line of the module: its pace between two requests (not
+    arXiv's 3 s), no wait for its cool-down however patient the caller, and off, nothing sent."""
+    settings = NotesSettings(deadline=600)
+    sender = am.Sender(settings, env.library.limiter, patience=60.0)
+    note = am.Request(service=NOTES, url=f"{settings.notes_url}/1", max_bytes=1_000)
+    env.script["notes.example.org"] = [
+        FakeResponse(b"one", note.url, "text/plain"),
+        FakeResponse(b"two", note.url, "text/plain"),
+        http_error(note.url, 429),
+    ]
+    assert [sender.send(note).body for _ in range(2)] == [b"one", b"two"]
+    assert env.clock.sleeps == [2.0]
+    with pytest.raises(am.Throttled, match="The notes service is limiting requests"):
+        sender.send(note)
+    with pytest.raises(am.Throttled):  # cooling down: not asked again, not waited for
+        sender.send(note)
+    assert len([url for url in env.urls if "notes" in url]) == 3
+    assert env.clock.sleeps == [2.0, 2.0], "its pace again, and no cool-down waited out"
+    off = am.Sender(dataclasses.replace(settings, notes=False), env.library.limiter)
+    with pytest.raises(
+        am.ArxivError, match=r"The notes are off on this server \(ARXIV_NOTES=off\)"
+    ):
+        off.send(note)
+    assert len([url for url in env.urls if "notes" in url]) == 3
+
+
 def test_semantic_scholar_goes_at_its_own_pace_whatever_arxivs_is(clock):
-    settings = am.Settings(min_interval=3.0)
-    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep, intervals=settings.host_intervals)
+    """The pace its declaration gives, read for each request, whichever limiter sends it."""
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
     starts = []
     for host in ["api.semanticscholar.org", "api.semanticscholar.org", "export.arxiv.org"] * 2:
-        with limiter.slot(host):
+        service = am.S2_PAPERS if host.startswith("api") else am.ARXIV_API
+        with limiter.slot(host, pace=service.pace):
             starts.append((host[:3], clock()))
     assert starts == [
         ("api", 1000.0),
@@ -3173,10 +3224,9 @@ def test_who_cites_it_when_semantic_scholar_cannot_say(env, monkeypatch):
 def test_semantic_scholars_settings_its_key_its_host_and_off():
     read = am.Settings.from_env({"SEMANTIC_SCHOLAR_API_KEY": " key ", "ARXIV_S2_URL": "off"})
     assert read.s2_key == "key" and read.s2_url == "off"
-    assert "api.semanticscholar.org" not in read.allowed_hosts and read.host_intervals == {}
+    assert "api.semanticscholar.org" not in read.allowed_hosts
     default = am.Settings.from_env({"ARXIV_S2_KEY": "mine", "SEMANTIC_SCHOLAR_API_KEY": "theirs"})
     assert default.s2_key == "mine" and "api.semanticscholar.org" in default.allowed_hosts
-    assert default.host_intervals == {"api.semanticscholar.org": 1.0}
     assert am.Settings.from_env({"ARXIV_S2_URL": "ftp://x"}).s2_url == am.Settings.s2_url
 
 
