@@ -274,7 +274,7 @@ class Service:
     for each request whichever limiter sends it (one configured for the host overrides it);
     ``patience``, seconds a caller waits out its cool-down at most (None: as the caller says);
     ``switch``, the ``Settings`` field (a switch) that turns it off, enforced where its requests
-    are sent (``Sender.send``); ``key``, the ``Settings`` field of the key sent to it as
+    are sent (``Sender.send``); ``key_setting``, the ``Settings`` field of the key sent to it as
     ``key_header`` (never shown, never to another host, never in clear text); ``hint``, what its
     throttle's error adds for a caller without that key.  What is kept of its answers, and how
     long, is its caller's ``Keeping``."""
@@ -286,7 +286,7 @@ class Service:
     pace: float = 0.0
     patience: float | None = None
     switch: str = ""
-    key: str = ""
+    key_setting: str = ""
     key_header: str = "x-api-key"
     hint: str = ""
 
@@ -303,7 +303,7 @@ class Service:
     def headers(self, settings: "Settings") -> dict[str, str]:
         """What its requests carry besides the URL: its key, where it has one and its URL keeps it
         private (``_private``: never in clear text)."""
-        key = getattr(settings, self.key) if self.key else ""
+        key = getattr(settings, self.key_setting) if self.key_setting else ""
         return {self.key_header: key} if key and _private(self.url(settings)) else {}
 
 
@@ -322,7 +322,7 @@ S2_PAPERS = Service(
     setting="s2_url",
     accept="application/json",
     pace=1.0,
-    key="s2_key",
+    key_setting="s2_key",
     hint=" A free API key (ARXIV_S2_KEY) raises its limit.",
 )
 S2_CITATIONS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar citations")
@@ -1482,19 +1482,19 @@ def _parse_entry(entry: ET.Element) -> Paper:
     )
 
 
-def _xml_root(data: bytes, sender: str) -> ET.Element:
+def _xml_root(data: bytes, service: str) -> ET.Element:
     """``data`` parsed as XML, with ArxivError for an empty or malformed document and for one that
     declares a DTD or entities (no feed of arXiv's does; entities are how "billion laughs" attacks
-    work); ``sender`` names the sender in the message."""
+    work); ``service``, the declared name of the service that sent it, names it in the message."""
     if not data.strip():
-        raise ArxivError(f"The {sender} returned an empty response; try again.", transient=True)
+        raise ArxivError(f"The {service} returned an empty response; try again.", transient=True)
     if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
-        raise ArxivError(f"The {sender} response declared a DTD or entities, which are refused.")
+        raise ArxivError(f"The {service} response declared a DTD or entities, which are refused.")
     try:
         return ET.fromstring(data)
     except ET.ParseError:
         raise ArxivError(
-            f"The {sender} returned malformed XML; try again later.", transient=True
+            f"The {service} returned malformed XML; try again later.", transient=True
         ) from None
 
 
@@ -1504,7 +1504,7 @@ def parse_feed(data: bytes) -> Feed:
     Raises ArxivError for malformed XML or a DTD (``_xml_root``) and
     for the API's error entry (``.../api/errors#...``), whose summary it quotes.
     """
-    root = _xml_root(data, "arXiv API")
+    root = _xml_root(data, ARXIV_API.name)
     if root.tag != f"{_ATOM}feed":
         raise ArxivError(
             "The arXiv API returned something other than an Atom feed; try again later.",
@@ -2008,7 +2008,7 @@ def parse_listing(data: bytes) -> Listing:
     """Parse arXiv's announcement feed, RSS 2.0 (``rss.arxiv.org/rss/<categories>``) or its Atom
     form (``/atom/``), into a Listing, its items in the feed's order; ArxivError as ``parse_feed``
     raises it, and for a feed with no date."""
-    root = _xml_root(data, "arXiv feed")
+    root = _xml_root(data, ARXIV_LISTING.name)
     atom = _ATOM if root.tag == f"{_ATOM}feed" else ""
     channel = root if atom else root.find("channel")
     with contextlib.suppress(TypeError, ValueError):
@@ -2036,7 +2036,7 @@ def _listing_rejection(body: bytes) -> QueryRejected | None:
     """The feed's reason for refusing a request: it answers an unknown category with HTTP 400 and a
     feed whose description says what is valid."""
     try:
-        said = _collapse_space(_xml_root(body, "arXiv feed").findtext("channel/description"))
+        said = _collapse_space(_xml_root(body, ARXIV_LISTING.name).findtext("channel/description"))
     except ArxivError:
         return None
     return (
