@@ -2024,12 +2024,12 @@ def test_an_api_that_never_answers_leaves_the_paper_read_with_its_own_metadata(e
     assert "## Sections\n8 pages" in overview
 
 
-def test_a_slow_apis_metadata_goes_on_and_serves_the_next_call(env, monkeypatch):
+def test_a_slow_apis_metadata_goes_on_and_serves_the_next_call(env, monkeypatch, tmp_path):
     """On a real clock, the API slower than a call waits for metadata: the paper is read with its
-    own, saying the API is asked in the background; the next call has arXiv's, with no second
-    request."""
+    own, saying the API is asked in the background; the next call has arXiv's (kept on disk, as
+    the server keeps it), with no second request."""
     monkeypatch.setattr(am, "_METADATA_WAIT", 0.3)
-    library = am.PaperLibrary(env.settings, am.RateLimiter(0.0))
+    library = am.PaperLibrary(env.settings, am.RateLimiter(0.0), am.DiskCache(str(tmp_path), 10**9))
     env.teardown.append(lambda: stop_pdf_work(library))
     answered, real = threading.Event(), urllib.request.urlopen
 
