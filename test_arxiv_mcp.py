@@ -2031,14 +2031,7 @@ def test_a_slow_apis_metadata_goes_on_and_serves_the_next_call(env, monkeypatch,
     monkeypatch.setattr(am, "_METADATA_WAIT", 0.3)
     library = am.PaperLibrary(env.settings, am.RateLimiter(0.0), am.DiskCache(str(tmp_path), 10**9))
     env.teardown.append(lambda: stop_pdf_work(library))
-    answered, real = threading.Event(), urllib.request.urlopen
-
-    def slow_api(request, timeout=None):
-        if "/api/query" in request.full_url:
-            answered.wait(5)
-        return real(request, timeout=timeout)
-
-    monkeypatch.setattr(urllib.request, "urlopen", slow_api)
+    answered = held_back(monkeypatch, "/api/query")  # the API's requests held back
     try:
         first = am.arxiv_tool(paper="1111.2011v2", library=library)
         assert "it is asked in the background: call again shortly" in first, first[:600]
@@ -8584,16 +8577,17 @@ def test_arxiv_requests_take_turns_by_urgency_then_age():
     ]
 
 
-def held_pdfs(monkeypatch) -> threading.Event:
-    """PDF downloads held back (up to 10 s) until the event returned is set."""
+def held_back(monkeypatch, path: str = "/pdf/") -> threading.Event:
+    """The requests whose URL holds ``path`` (PDF downloads) held back (up to 10 s) until the
+    event returned is set."""
     release, real = threading.Event(), urllib.request.urlopen
 
-    def slow_pdfs(request, timeout=None):
-        if "/pdf/" in request.full_url:
+    def slow(request, timeout=None):
+        if path in request.full_url:
             release.wait(10)
         return real(request, timeout=timeout)
 
-    monkeypatch.setattr(urllib.request, "urlopen", slow_pdfs)
+    monkeypatch.setattr(urllib.request, "urlopen", slow)
     return release
 
 
@@ -8601,7 +8595,7 @@ def test_past_the_cap_of_cold_reads_a_new_one_is_told_at_once_that_the_server_is
     env, monkeypatch
 ):
     monkeypatch.setattr(am, "_MAX_COLD_READS", 2)
-    release = held_pdfs(monkeypatch)
+    release = held_back(monkeypatch)
     for arxiv_id in ("1111.2011v3", "1111.2011v1"):  # versioned: no request of theirs names v2
         env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, PDF_1111
     readers = [
@@ -9121,7 +9115,7 @@ def test_an_image_held_up_in_the_converter_costs_the_call_that_image_at_its_dead
 def test_the_converter_process_starts_while_the_pdf_downloads(env, monkeypatch):
     process = converter_process(env.library, QuickConverter)
     env.teardown.append(process.stop)
-    release = held_pdfs(monkeypatch)
+    release = held_back(monkeypatch)
     reader = threading.Thread(target=call, kwargs={"paper": "1111.2011v2"})
     reader.start()
     wait_for(lambda: process.running, what="the converter to start")
