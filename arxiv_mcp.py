@@ -7903,7 +7903,9 @@ def format_papers_by_meaning(words: str, snippets: Sequence[Snippet], note: str 
         'with `arxiv(paper="<id>")`.'
     )
     if not papers:
-        summary = f"arXiv's search found nothing, nor Semantic Scholar sent `{words}`, on arXiv."
+        summary = (
+            f"arXiv's search found nothing, nor did Semantic Scholar (sent `{words}`) on arXiv."
+        )
     lines = [f"{_BY_MEANING_HEADING}\n{summary}{_left_out(snippets)} {note}".strip()]
     terms = _find_terms(words)
     for rank, (arxiv_id, passages) in enumerate(papers.items(), start=1):
@@ -11428,12 +11430,13 @@ def answer_search(call: ToolCall, library: PaperLibrary, _: Listener | None) -> 
     plain = bool(request.query) and not _FIELDED.search(request.query)
     if feed.total or not plain or not _sends_words(library):
         return Answer(answer)
+    words = _plain_words(request.query)
     instead = _semantic_scholar_by_meaning(
         call,
         library,
-        _plain_words(request.query),
+        words,
         _BY_MEANING_HEADING,
-        functools.partial(format_papers_by_meaning, _plain_words(request.query)),
+        functools.partial(format_papers_by_meaning, words),
     )
     return Answer(f"{answer}\n\n{instead}")
 
