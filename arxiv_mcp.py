@@ -6539,9 +6539,11 @@ def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
 # as written.
 _FIND_PASSAGES = 8  # passages in one answer
 _FIND_CHARS = 6_000  # characters of passages in one answer
-# characters of a long paragraph shown around its first match: with 8 passages, what an agent
-# reads of `find` costs about as much as the overview (the truth set's, ``bench --ask``)
-_PASSAGE_WINDOW = 400
+# characters of a long paragraph shown around its first match, by its place in the answer (the
+# last for the rest): the best passage at length, the rest less the lower they rank, a glimpse to
+# read on from, so that what an agent reads of `find` costs less than the overview (the truth
+# set's, ``bench --ask``)
+_PASSAGE_WINDOWS = (400, 250, 250, 200)
 
 
 def _fold(text: str) -> tuple[str, list[int]]:
@@ -6696,13 +6698,21 @@ def _holds_every(text: str, terms: Sequence[_Term]) -> bool:
     return all(_term_spans(text, terms))
 
 
-def _bolded(text: str, spans: Sequence[tuple[int, int]], window: int = _PASSAGE_WINDOW) -> str:
-    """``text`` (a window of a passage, ``window`` characters: all of a shorter one) with its
-    matches in bold, around the first one; matches that only white space parts are one bold run
-    (``**Drude weight**``: fewer marks, and the phrase stays findable in the answer)."""
+def _bolded(text: str, spans: Sequence[tuple[int, int]], window: int) -> str:
+    """``text`` (a window of a passage, at most ``window`` characters: all of a shorter one, else
+    whole words) with its matches in bold, around the first one; matches that only white space
+    parts are one bold run (``**Drude weight**``: fewer marks, and the phrase stays findable in the
+    answer)."""
     first = spans[0][0] if spans else 0
     start = max(0, min(first - window // 3, len(text) - window))
     end = min(len(text), start + window)
+    # a cut word is noise a reader must skip: a window starts and ends between words
+    space_after_start = text.find(" ", start, first)
+    if start and space_after_start >= 0:
+        start = space_after_start + 1
+    space_before_end = text.rfind(" ", first, end)
+    if end < len(text) and space_before_end >= 0:
+        end = space_before_end
     runs: list[tuple[int, int]] = []
     for left, right in spans:
         if runs and runs[-1][1] <= left and not text[runs[-1][1] : left].strip():
@@ -7557,18 +7567,19 @@ def _format_hits(
     hits: Sequence["_Hit"], query: str, label: Callable[["_Hit"], str], budget: int = _FIND_CHARS
 ) -> list[str]:
     """The entries of the best ``hits``: each its ``label``, its section, page and count of matches
-    (its section title's among them), and its passage with the matches in bold; at most
-    ``_FIND_PASSAGES`` and ``budget`` characters."""
+    (its section title's among them), and its passage with the matches in bold, less of it the
+    lower it ranks (``_PASSAGE_WINDOWS``); at most ``_FIND_PASSAGES`` and ``budget`` characters."""
     entries: list[str] = []
     terms = _find_terms(query)
     for hit in hits[:_FIND_PASSAGES]:
         count = sum(hit.counts)
         page = f", p. {hit.passage.page}" if hit.passage.page else ""
         where = hit.section.label if hit.section else "front matter"
+        window = _PASSAGE_WINDOWS[min(len(entries), len(_PASSAGE_WINDOWS) - 1)]
         entry = (
             f"{len(entries) + 1}. {label(hit)}**{where}**{page} ({count} "
             f"{_plural(count, 'match', 'matches')}): "
-            f"{_bolded(hit.passage.text, _matches_in(hit.passage, terms))}"
+            f"{_bolded(hit.passage.text, _matches_in(hit.passage, terms), window)}"
         )
         if entries and sum(map(len, entries)) + len(entry) > budget:
             break

@@ -6284,7 +6284,7 @@ def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
         assert spans, query
     assert am._matches_in(passage, am._find_terms('"weight drude"')) == []  # a phrase as written
     assert not am._holds_every(passage.text, am._find_terms("drude nonexistent"))
-    assert am._bolded(passage.text, am._matches_in(passage, am._find_terms("klumper"))) == (
+    assert am._bolded(passage.text, am._matches_in(passage, am._find_terms("klumper")), 400) == (
         "The Drude weight of the **Klümper** model and the field"
     )
 
@@ -6292,9 +6292,19 @@ def test_finding_ignores_case_accents_and_hyphenation_at_line_ends():
 def test_finding_inside_bold_text_never_breaks_it():
     text = "**Learnable Attention Biases v/s Masking.** Attention biases beat masking."
     spans = [(m.start(), m.end()) for m in re.finditer("Attention", text)]
-    assert am._bolded(text, spans) == (
+    assert am._bolded(text, spans, 400) == (
         "**Learnable Attention Biases v/s Masking.** **Attention** biases beat masking."
     )
+
+
+def test_a_window_of_a_long_passage_holds_whole_words_around_its_first_match():
+    text = " ".join(f"word{n:03d}" for n in range(100)) + " drude " + "tail " * 60
+    spans = [(text.index("drude"), text.index("drude") + 5)]
+    shown = am._bolded(text, spans, 60)
+    assert shown.startswith("…word") and shown.endswith(" tail…"), shown
+    assert "**drude**" in shown and len(shown.replace("**", "")) <= 62, shown
+    words = shown.strip("…").replace("**", "").split()
+    assert set(words) <= set(text.split()), "no word cut at either end"
 
 
 def galore(env):
@@ -6322,6 +6332,13 @@ def test_a_question_finds_first_the_passage_that_answers_it(html_env):
     assert "**how**" not in answer.lower() and "**does**" not in answer.lower()
     # the old answer: every word had to be there, "how" and "does" too
     assert not answer.startswith("No passage")
+    # the best at length, the rest less the lower they rank: a glimpse to read on from
+    shown = [
+        len(text.replace("**", "").strip("…"))
+        for text in re.findall(r"^[0-9]+\. \*\*.+?\*\*.*?\): (.*)$", answer, re.M)
+    ]
+    assert len(shown) == 8 and shown[0] > 300, shown
+    assert max(shown[1:3]) <= 250 and max(shown[3:]) <= 200, shown
 
 
 def test_a_word_matches_its_forms_and_marks_only_whole_words():
@@ -6342,7 +6359,7 @@ def test_a_word_matches_its_forms_and_marks_only_whole_words():
     text = "One reason only Models trained on a dataset of synthetic data collapse, as with model."
     terms = am._find_terms("model collapse when training on synthetic data")
     assert [term.said for term in terms] == ["model", "collapse", "training", "synthetic", "data"]
-    assert am._bolded(text, am._matches_in(am.Passage(0, 0, text), terms)) == (
+    assert am._bolded(text, am._matches_in(am.Passage(0, 0, text), terms), 400) == (
         "One reason only **Models trained** on a dataset of **synthetic data collapse**, as with "
         "**model**."
     )
