@@ -265,6 +265,12 @@ _URL_TEMPLATES = {"pdf_url": "{id}", "html_url": "{id}", "rss_url": "{categories
 _ALSO_NAMED = {"s2_key": "SEMANTIC_SCHOLAR_API_KEY"}
 
 
+# How long a caller waits for a throttled service's cool-down before it raises Throttled: through
+# the first two (3 and 6 s).  The plain functions' default (``patience=``), and a service's where
+# its declaration says nothing.
+_COOL_DOWN_PATIENCE = 10.0
+
+
 @dataclass(frozen=True)
 class Service:
     """A service this module asks, declared once: ``name``, the key of its cool-down (each service
@@ -272,19 +278,19 @@ class Service:
     it; ``setting``, the ``Settings`` field of its URL (a template, or the base its paths extend);
     ``accept``; ``pace``, seconds between request starts to its host (0: ``min_interval``), read
     for each request whichever limiter sends it (one configured for the host overrides it);
-    ``patience``, seconds a caller waits out its cool-down at most (None: as the caller says);
-    ``switch``, the ``Settings`` field (a switch) that turns it off, enforced where its requests
-    are sent (``Sender.send``); ``key_setting``, the ``Settings`` field of the key sent to it as
-    ``key_header`` (never shown, never to another host, never in clear text); ``hint``, what its
-    throttle's error adds for a caller without that key.  What is kept of its answers, and how
-    long, is its caller's ``Keeping``."""
+    ``patience``, seconds a library's caller waits out its cool-down at most (``Client``: the plain
+    functions take theirs, ``patience=``); ``switch``, the ``Settings`` field (a switch) that turns
+    it off, enforced where its requests are sent (``Sender.send``); ``key_setting``, the
+    ``Settings`` field of the key sent to it as ``key_header`` (never shown, never to another host,
+    never in clear text); ``hint``, what its throttle's error adds for a caller without that key.
+    What is kept of its answers, where and how long, is declared by each kind of them (``Kind``)."""
 
     name: str
     who: str
     setting: str
     accept: str
     pace: float = 0.0
-    patience: float | None = None
+    patience: float = _COOL_DOWN_PATIENCE
     switch: str = ""
     key_setting: str = ""
     key_header: str = "x-api-key"
@@ -308,20 +314,29 @@ class Service:
 
 
 _S2 = "Semantic Scholar"
-ARXIV_API = Service(name="arXiv API", who="arXiv", setting="api_url", accept="application/atom+xml")
+# A caller waits for arXiv's API no cool-down: a search or a paper's metadata answers at once (a
+# paper is read with the metadata its text gives meanwhile).
+ARXIV_API = Service(
+    name="arXiv API", who="arXiv", setting="api_url", accept="application/atom+xml", patience=0.0
+)
 ARXIV_PDFS = Service(name="arXiv PDFs", who="arXiv", setting="pdf_url", accept="application/pdf")
-ARXIV_HTML = Service(name="arXiv HTML", who="arXiv", setting="html_url", accept="text/html")
+# A caller waits out no cool-down of arXiv's HTML: a paper falls back to its PDF.
+ARXIV_HTML = Service(
+    name="arXiv HTML", who="arXiv", setting="html_url", accept="text/html", patience=0.0
+)
 ARXIV_LISTING = Service(
     name="arXiv feed", who="arXiv", setting="rss_url", accept="application/rss+xml"
 )
 # Semantic Scholar: one request a second for every server on the machine (its pace for a key); an
-# endpoint a service, so that a throttle of one leaves the others asking.
+# endpoint a service, so that a throttle of one leaves the others asking; what it adds to an answer
+# is never waited for past a throttle.
 S2_PAPERS = Service(
     name="Semantic Scholar papers",
     who=_S2,
     setting="s2_url",
     accept="application/json",
     pace=1.0,
+    patience=0.0,
     key_setting="s2_key",
     hint=" A free API key (ARXIV_S2_KEY) raises its limit.",
 )
@@ -971,10 +986,6 @@ _BACKOFF_BASE = (
 _MIN_TIMEOUT = (
     0.1  # seconds: a turn that comes right at the deadline still gets a request, not a zero timeout
 )
-# How long a plain function waits for a throttled service's cool-down before it raises Throttled:
-# through the first two (3 and 6 s).  The server's search and metadata wait for none: they answer at
-# once.
-_COOL_DOWN_PATIENCE = 10.0
 # arXiv's throttle body, with any status (even 200)
 _RATE_EXCEEDED = re.compile(rb"\s*rate exceeded", re.I)
 _READ_CHUNK = 1 << 16
@@ -1236,10 +1247,7 @@ class Sender:
             fields = {field.name: field for field in dataclasses.fields(self.settings)}
             variable = setting_variable(fields[service.switch])
             raise ArxivError(f"The {service.name} are off on this server ({variable}=off).")
-        patience = (
-            self.patience if service.patience is None else min(self.patience, service.patience)
-        )
-        patient_until = self.limiter.clock() + patience
+        patient_until = self.limiter.clock() + self.patience
         request = dataclasses.replace(
             request, headers={**service.headers(self.settings), **request.headers}
         )
@@ -8527,17 +8535,76 @@ def _join_within(
         thread.join(max(0.0, until - clock()))
 
 
-@dataclass(frozen=True)
-class Keeping:
-    """How the disk cache keeps a kind of answer (``Client.fetch``): ``write`` makes its file's
-    body, ``read`` reads it back (None: it cannot serve), kept ``max_age`` seconds (None: for
-    good, as a versioned download); a final failure (a 404: ArxivError, not transient) kept
-    ``failure_age`` seconds as a record of its own, "no-" and the kind (None: never kept)."""
+# Where a kind of answer is kept (``Kind.keep``).
+DISK = "disk"  # in the disk cache, for every server that shares its folder
+MEMORY = "memory"  # in the process, ``_REMEMBERED`` answers at most
+NOWHERE = "nowhere"  # each call asks
 
-    read: Callable[[bytes], Any]
-    write: Callable[[Any], bytes]
+
+def _versioned(key: str) -> bool:
+    """Whether ``key`` is a versioned id, whose downloads arXiv never changes."""
+    return _split_version(key)[1] is not None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of answer the library asks for, declared once with what is kept of it; the
+    ``Client`` applies it.  ``name``: its folder in the disk cache, and its key among the flights;
+    ``service``: who answers it, whose ``patience`` its callers have (None: made here, a text read
+    from a page); ``keep``: where its answers are kept (``DISK``, ``MEMORY``, ``NOWHERE``), for
+    ``max_age`` seconds (None: for good, as a versioned download), those of the keys ``kept_for``
+    alone; ``failure_age``: seconds a final failure (a 404: ArxivError, never a transient one) is
+    kept on disk, a record of its own, "no-" and the name (None: never); ``read`` and ``write``:
+    its file's body on disk (``read`` gives None where it cannot serve).  A fetch whose answer is
+    kept goes on past its callers, for the next call."""
+
+    name: str
+    service: Service | None
+    keep: str = NOWHERE
     max_age: float | None = None
+    kept_for: Callable[[str], bool] = lambda key: True
     failure_age: float | None = None
+    read: Callable[[bytes], Any] = bytes
+    write: Callable[[Any], bytes] = bytes
+
+
+# What the library keeps of each kind of answer, where and for how long.  A paper's metadata a day
+# on disk; a search a few minutes in memory; the day's listing on disk until the next day's; a
+# versioned PDF for good (a text source's pages: ``TextSource.page_kind``); Semantic Scholar's
+# records of a paper a day on disk, its passages across arXiv a few minutes in memory; the texts
+# made here from a page (``TEXTS``) as long as the disk keeps them.
+META = Kind(
+    name="meta",
+    service=ARXIV_API,
+    keep=DISK,
+    max_age=_CACHED_TTL,
+    read=functools.partial(_from_record, Paper),
+    write=_record,
+)
+SEARCHES = Kind(name="search", service=ARXIV_API, keep=MEMORY, max_age=_SEARCH_KEPT_FOR)
+LISTINGS = Kind(
+    name="listing",
+    service=ARXIV_LISTING,
+    keep=DISK,
+    read=lambda body: _current(_from_record(Listing, body)),
+    write=_record,
+)
+PDFS = Kind(name="pdf", service=ARXIV_PDFS, keep=DISK, kept_for=_versioned)
+S2_CONTEXTS = Kind(name="s2-Scholarly", service=S2_PAPERS, keep=DISK, max_age=_CACHED_TTL)
+S2_CITING = dataclasses.replace(S2_CONTEXTS, name="s2-CitingPapers", service=S2_CITATIONS)
+S2_CITED = dataclasses.replace(S2_CITING, name="s2-CitedPapers")
+S2_COUNTS = Kind(
+    name="s2-counts",
+    service=S2_BATCH,
+    keep=DISK,
+    max_age=_CACHED_TTL,
+    read=json.loads,
+    write=_record,
+)
+S2_PASSAGES = Kind(name="s2-snippets", service=S2_SNIPPETS, keep=MEMORY, max_age=_SNIPPETS_KEPT_FOR)
+TEXTS = Kind(
+    name="text", service=None, keep=DISK, kept_for=lambda key: _versioned(key.split(" ", 1)[0])
+)
 
 
 @dataclass(frozen=True)
@@ -8634,13 +8701,16 @@ class Client:
     """Every request of a library, in one place, as arxiv.py's ``Client`` holds its own: arXiv's
     API (metadata, searches), PDFs, the pages of text sources, the day's listing and Semantic
     Scholar.  Built from the settings, a limiter and the disk cache (None: nothing kept), it stands
-    alone.  For each (``fetch``, ``get``): one fetch per key in the process, in a thread, a second
-    caller waiting on the first's future up to its own deadline (searches and counts too, while in
-    flight); the disk read through for the kinds it keeps (``Keeping``), and, for those, one
-    process of those sharing the cache's folder fetching a key (its own lock file, waited on up to
-    the deadline); then the request itself, sent by a ``Sender`` of the call's deadline, urgency
-    and patience, which owns it from its host's turn to the socket.  No lock of the process is
-    held across a request but its host's connection, while it is sent."""
+    alone, and applies each kind of answer's declaration (``Kind``): no caller chooses how an
+    answer is kept or how long a cool-down is waited out.  For each (``fetch``, ``get``): one
+    fetch per key in the process, in a thread, a second caller waiting on the first's future up to
+    its own deadline (searches and counts too, while in flight); what is kept of it, read through,
+    and, for what the disk keeps, one process of those sharing the cache's folder fetching a key
+    (its own lock file, waited on up to the deadline); then the request itself, sent by a
+    ``Sender`` of the call's deadline, urgency and its service's patience, which owns it from its
+    host's turn to the socket.  The disk cache is read and written through it alone (``kept``,
+    ``keep``).  No lock of the process is held across a request but its host's connection, while
+    it is sent."""
 
     def __init__(self, settings: Settings, limiter: RateLimiter, cache: DiskCache | None = None):
         self.settings = settings
@@ -8650,57 +8720,49 @@ class Client:
 
     def get(
         self,
-        kind: str,
+        kind: Kind,
         key: str,
         ask: Callable[[Sender], _Kept],
         *,
         deadline: float | None,
         late: str = "",
         urgency: Callable[[], int] = _small,
-        patience: float = _COOL_DOWN_PATIENCE,
-        keeping: Keeping | None = None,
-        remember: float = 0.0,
     ) -> Fetched[_Kept]:
         """What the one fetch of ``kind`` of ``key`` brings (``fetch``), waited for until
-        ``deadline`` (None: its end).  Raises what it raises, or, past the deadline, ArxivError
-        ``late``.  A fetch whose answer is kept (on disk: ``keeping``; in memory: ``remember``
-        seconds) goes on past its callers to its own end, for the next call; another ends with
-        its caller's deadline."""
-        kept = keeping is not None or remember > 0
+        ``deadline`` (None: its end).  Raises what it raises, or, past the deadline, Pending
+        ``late``.  A fetch of a kind that is kept goes on past its callers to its own end, for the
+        next call; another ends with its caller's deadline."""
         future = self.fetch(
             kind,
             key,
             ask,
-            deadline=None if kept else deadline,
+            deadline=deadline if kind.keep == NOWHERE else None,
             urgency=urgency,
-            patience=patience,
-            keeping=keeping,
-            remember=remember,
         )
         return self.wait(future, deadline, late or _NO_ANSWER_IN_TIME)
 
     def fetch(
         self,
-        kind: str,
+        kind: Kind,
         key: str,
         ask: Callable[[Sender], _Kept],
         *,
         deadline: float | None = None,
         urgency: Callable[[], int] = _small,
-        patience: float = _COOL_DOWN_PATIENCE,
-        keeping: Keeping | None = None,
-        remember: float = 0.0,
     ) -> "concurrent.futures.Future[Fetched[_Kept]]":
-        """The one fetch in this process of ``kind`` of ``key``, as a future, in a thread: what the
-        disk keeps (``keeping``; None: a kind never kept on disk, such as a search), else
-        ``ask(sender)``, its requests sent until ``deadline`` (a limiter-clock time) by
-        ``urgency``, waiting for a cool-down ``patience`` seconds at most, then kept
-        (``_fetched``), and its answer remembered in memory ``remember`` seconds."""
+        """The one fetch in this process of ``kind`` of ``key``, as a future, in a thread: what is
+        kept of it (``kind``'s declaration), else ``ask(sender)``, its requests sent until
+        ``deadline`` (a limiter-clock time) by ``urgency``, waiting out a cool-down as long as its
+        service's ``patience``, then kept (``_fetched``)."""
+        patience = kind.service.patience if kind.service is not None else _COOL_DOWN_PATIENCE
         sender = Sender(
             self.settings, self.limiter, deadline=deadline, urgency=urgency, patience=patience
         )
+        remembered = 0.0
+        if kind.keep == MEMORY:
+            remembered = math.inf if kind.max_age is None else kind.max_age
         return self.flights.fetch(
-            (kind, key), lambda: self._fetched(kind, key, ask, sender, keeping), remember
+            (kind.name, key), lambda: self._fetched(kind, key, ask, sender), remembered
         )
 
     def wait(
@@ -8714,53 +8776,59 @@ class Client:
         except TimeoutError:
             raise Pending(late, transient=True) from None
 
-    def _kept(self, kind: str, key: str, keeping: Keeping | None) -> Any:
-        """What the disk keeps of ``kind`` of ``key`` and can serve, or None; the ArxivError kept of
-        it (``Keeping.failure_age``)."""
-        if keeping is None or self.cache is None:
+    def _on_disk(self, kind: Kind, key: str) -> DiskCache | None:
+        """The disk cache, where it keeps ``kind`` of ``key``."""
+        return self.cache if kind.keep == DISK and kind.kept_for(key) else None
+
+    def kept(self, kind: Kind, key: str, *, any_age: bool = False, use: bool = True) -> Any:
+        """What the disk keeps of ``kind`` of ``key`` and can serve (``any_age``: however old; not
+        ``use``: not counted as a use for the eviction), or None; the ArxivError kept of it
+        (``Kind.failure_age``)."""
+        if (cache := self._on_disk(kind, key)) is None:
             return None
-        if keeping.failure_age is not None:
-            said = self.cache.get(f"no-{kind}", key, keeping.failure_age)
+        if kind.failure_age is not None:
+            said = cache.get(f"no-{kind.name}", key, kind.failure_age, use=use)
             if said is not None:
                 raise ArxivError(said.decode("utf-8", errors="replace"))
-        body = self.cache.get(kind, key, keeping.max_age)
-        return keeping.read(body) if body is not None else None
+        body = cache.get(kind.name, key, None if any_age else kind.max_age, use=use)
+        return kind.read(body) if body is not None else None
+
+    def keep(self, kind: Kind, key: str, value: Any) -> None:
+        """Keep ``value`` as ``kind`` of ``key``, where its declaration keeps it on disk."""
+        if (cache := self._on_disk(kind, key)) is not None:
+            cache.put(kind.name, key, kind.write(value))
+
+    def keys(self, kind: Kind) -> list[str]:
+        """The keys the disk keeps of ``kind``, in order."""
+        return self.cache.keys(kind.name) if self.cache is not None else []
 
     def _fetched(
-        self,
-        kind: str,
-        key: str,
-        ask: Callable[[Sender], _Kept],
-        sender: Sender,
-        keeping: Keeping | None,
+        self, kind: Kind, key: str, ask: Callable[[Sender], _Kept], sender: Sender
     ) -> Fetched[_Kept]:
         """A flight (``fetch``): what the disk keeps; else, as the one process that fetches the
         key (where it is kept), what another process kept meanwhile, else ``ask(sender)``, kept."""
-        if (kept := self._kept(kind, key, keeping)) is not None:
+        if (kept := self.kept(kind, key)) is not None:
             return Fetched(value=kept, from_disk=True)
         # a flight without a deadline waits for another process's fetch a call's length at most: a
         # holder stuck elsewhere costs that, then the next call asks again
         until = sender.deadline
         if until is None:
             until = self.limiter.clock() + self.settings.deadline
-        with self._one_fetch(kind, key, keeping, until):
-            if (kept := self._kept(kind, key, keeping)) is not None:
+        with self._one_fetch(kind, key, until):
+            if (kept := self.kept(kind, key)) is not None:
                 return Fetched(value=kept, from_disk=True)
             try:
                 fetched = ask(sender)
             except ArxivError as failure:  # a final one (a 404) kept before the next process looks
-                kept_for = keeping.failure_age if keeping is not None else None
-                if kept_for is not None and self.cache is not None and not failure.transient:
-                    self.cache.put(f"no-{kind}", key, str(failure).encode())
+                cache = self._on_disk(kind, key)
+                if kind.failure_age is not None and cache is not None and not failure.transient:
+                    cache.put(f"no-{kind.name}", key, str(failure).encode())
                 raise
-            if keeping is not None and self.cache is not None:
-                self.cache.put(kind, key, keeping.write(fetched))
+            self.keep(kind, key, fetched)
             return Fetched(value=fetched, from_disk=False)
 
     @contextlib.contextmanager
-    def _one_fetch(
-        self, kind: str, key: str, keeping: Keeping | None, until: float
-    ) -> Iterator[None]:
+    def _one_fetch(self, kind: Kind, key: str, until: float) -> Iterator[None]:
         """Be the one process of those sharing the cache's folder that fetches ``kind`` of ``key``
         (a kind it keeps): its own lock file, waited on until ``until`` (a limiter-clock time;
         ArxivError past it; at once when its holder dies), so that the others find what one kept.
@@ -8768,10 +8836,10 @@ class Client:
         fetches what it needs)."""
         descriptor = None
         with contextlib.suppress(OSError):
-            if keeping is not None and self.cache is not None:
-                folder = os.path.join(self.cache.folder, _LOCKS)
+            if (cache := self._on_disk(kind, key)) is not None:
+                folder = os.path.join(cache.folder, _LOCKS)
                 os.makedirs(folder, mode=0o700, exist_ok=True)
-                name = f"fetch-{hashlib.sha256(f'{kind} {key}'.encode()).hexdigest()}"
+                name = f"fetch-{hashlib.sha256(f'{kind.name} {key}'.encode()).hexdigest()}"
                 descriptor = _lock_file(
                     os.path.join(folder, name), until, self.limiter.clock, self.limiter.sleep
                 )
@@ -8823,7 +8891,7 @@ class _PdfState(_Guarded):
     asked_for: bool = False  # it is downloaded, or to be
     from_disk: bool = False  # its download came from the disk cache
     error: ArxivError | None = None  # why it cannot be had, or read
-    kept_at: tuple[DiskCache, str] | None = None  # where its structure and pages are kept
+    kept_at: tuple[Client, str] | None = None  # what keeps its structure and pages, and its version
     structure: Structure = _NO_STRUCTURE  # the structure pass's, once it is done
     # converted Markdown by page, its furniture left out (``_unfurnished``)
     pages: dict[int, str] = dataclasses.field(default_factory=dict)
@@ -8942,6 +9010,18 @@ class TextSource(_Guarded):
         """The part of its text that the disk keeps for ``find`` (a paper's ``_text_key``): its
         name, and its record's type (a ``ParsedText``)."""
 
+    @classmethod
+    def page_kind(cls) -> Kind:
+        """What is kept of its pages, as of every source's: a versioned id's on disk for good, and
+        that arXiv has none a day."""
+        return Kind(
+            name=cls.name,
+            service=cls.service,
+            keep=DISK,
+            kept_for=_versioned,
+            failure_age=_CACHED_TTL,
+        )
+
     def url(self, settings: Settings, version: str) -> str:
         """Where it is fetched for ``version``: its service's template."""
         return self.service.url(settings, id=version)
@@ -9050,14 +9130,14 @@ class WholeTextSource(TextSource):
         with changed:
             version = state.version
             fallback = state.sources[-1] is not self
-        cache = downloads.cache_for(version)
+        client = downloads.library.client
         text_key = _text_key(version, self.name)
-        kept = _from_record(HtmlPaper, cache.get("text", text_key)) if cache is not None else None
+        kept = _from_record(HtmlPaper, client.kept(TEXTS, text_key))
         parsed = kept
         from_disk = kept is not None
         try:
             if parsed is None:
-                page = self.page(downloads, state, version, fallback)
+                page = self.page(downloads, state, version)
                 parsed = self.parse(page.value, version)
                 from_disk = page.from_disk
         except Exception as error:
@@ -9070,8 +9150,8 @@ class WholeTextSource(TextSource):
             with changed:
                 self.error = failure
             return
-        if cache is not None and kept is None:
-            cache.put("text", text_key, _record(parsed))
+        if kept is None:
+            client.keep(TEXTS, text_key, _record(parsed))
         overview = overview_of(parsed.text)
         with changed:
             self.parsed = parsed
@@ -9079,23 +9159,18 @@ class WholeTextSource(TextSource):
             self.from_disk = from_disk
 
     def page(
-        self, downloads: "PaperDownloads", state: "_PaperState", version: str, fallback: bool
+        self, downloads: "PaperDownloads", state: "_PaperState", version: str
     ) -> Fetched[bytes]:
-        """Its page of ``version`` (``_fetch_text_page``), kept on disk (only a versioned id's,
-        ``PaperDownloads.cache_for``), else in its turn, waiting for a throttle's cool-down as the
-        plain functions do, or, when the paper has another source to fall back to, not at all."""
+        """Its page of ``version`` (``_fetch_text_page``), kept as its ``page_kind`` says, else
+        asked in its turn."""
         library = downloads.library
         state.callers.tell(library.scheduler.changed, f"Downloading {self.label}")
         return library.client.get(
-            self.name,
+            self.page_kind(),
             version,
             functools.partial(_fetch_text_page, self.service, version, self.format_name),
             deadline=None,
             urgency=downloads.urgency(state, URGENT_PDF),
-            patience=0 if fallback else _COOL_DOWN_PATIENCE,
-            keeping=Keeping(read=bytes, write=bytes, failure_age=_CACHED_TTL)
-            if downloads.cache_for(version) is not None
-            else None,
         )
 
     def answer(
@@ -9374,17 +9449,20 @@ def _text_key(version: str, part: str) -> str:
     return f"{version} {part} {_TEXT_FORMAT} {_converter_version()}"
 
 
-def _load_text_part(kept_at: tuple[DiskCache, str] | None, part: str, kind: type) -> Any:
-    """A part of a paper's PDF text (its structure, a page) kept on disk by these rules, or None."""
-    return (
-        _from_record(kind, kept_at[0].get("text", _text_key(kept_at[1], part))) if kept_at else None
-    )
+def _load_text_part(kept_at: tuple[Client, str] | None, part: str, record_type: type) -> Any:
+    """A part of a paper's PDF text (its structure, a page) kept by these rules (``TEXTS``), or
+    None."""
+    if kept_at is None:
+        return None
+    client, version = kept_at
+    return _from_record(record_type, client.kept(TEXTS, _text_key(version, part)))
 
 
-def _store_text_part(kept_at: tuple[DiskCache, str] | None, part: str, record: bytes) -> None:
-    """Keep a part's record on disk by these rules (``_load_text_part`` reads it)."""
-    if kept_at:
-        kept_at[0].put("text", _text_key(kept_at[1], part), record)
+def _store_text_part(kept_at: tuple[Client, str] | None, part: str, record: bytes) -> None:
+    """Keep a part's record by these rules (``_load_text_part`` reads it)."""
+    if kept_at is not None:
+        client, version = kept_at
+        client.keep(TEXTS, _text_key(version, part), record)
 
 
 class Converter:
@@ -9959,7 +10037,7 @@ class Scheduler:
         _join_within(lanes, clock() + _CLOSE_WAIT if until is None else until, clock)
 
     def _structure(
-        self, key: tuple[str, str], pdf: bytes, kept_at: tuple[DiskCache, str] | None
+        self, key: tuple[str, str], pdf: bytes, kept_at: tuple[Client, str] | None
     ) -> Structure | ArxivError:
         """Read the PDF's structure (``read_structure``), and keep it on disk."""
         record = self._converter_of(_STRUCTURES).structure(key, pdf)
@@ -9970,7 +10048,7 @@ class Scheduler:
         self,
         key: tuple[str, str],
         pdf: bytes,
-        kept_at: tuple[DiskCache, str] | None,
+        kept_at: tuple[Client, str] | None,
         structure: Structure,
         page: int,
     ) -> tuple[int, PageMarkdown]:
@@ -10080,38 +10158,40 @@ def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], 
 
 class SemanticScholar:
     """The library's Semantic Scholar: every answer of it the library asks, through its client
-    (``Client``), each request under its endpoint's ``Service``: a paper's counts and venue, its
-    citations and references (``record``, kept on disk a day), a page of search results' counts
-    (``counts``, kept a day) and passages across arXiv (``snippets``, kept in memory a short while,
-    never on disk).  ``asked``: whether the library asks it of its own accord (the server's, unless
-    ARXIV_S2_URL is off: a paper's counts and venue, a page's counts, the passages across arXiv)."""
+    (``Client``), each request under its endpoint's ``Service``, each answer kept as its ``Kind``
+    says: a paper's counts and venue, its citations and references (``record``), a page of search
+    results' counts (``counts``) and passages across arXiv (``snippets``).  ``asked``: whether the
+    library asks it of its own accord (the server's, unless ARXIV_S2_URL is off: a paper's counts
+    and venue, a page's counts, the passages across arXiv)."""
+
+    # the kind of answer each of its records of a paper is
+    KINDS: typing.ClassVar[dict[type, Kind]] = {
+        Scholarly: S2_CONTEXTS,
+        CitingPapers: S2_CITING,
+        CitedPapers: S2_CITED,
+    }
 
     def __init__(self, client: Client, asked: bool):
         self.client = client
         self.asked = asked
 
     def record(
-        self, kind: type, base: str, fetch: Callable[..., Any]
+        self, record_type: type, base: str, fetch: Callable[..., Any]
     ) -> "concurrent.futures.Future[Fetched[bytes]]":
-        """The one fetch of its ``kind`` record of the paper ``base`` (an id without version), as
-        ``_record`` writes it: kept on disk for a day ("null", when S2 does not know the paper,
-        too), else asked (``fetch``)."""
+        """The one fetch of its ``record_type`` record of the paper ``base`` (an id without
+        version), as ``_record`` writes it ("null", when S2 does not know the paper), kept as its
+        kind says (``KINDS``), else asked (``fetch``)."""
         return self.client.fetch(
-            f"s2-{kind.__name__}",
-            base,
-            lambda sender: _record(fetch(base, sender=sender)),
-            patience=0,
-            keeping=Keeping(read=bytes, write=bytes, max_age=_CACHED_TTL),
+            self.KINDS[record_type], base, lambda sender: _record(fetch(base, sender=sender))
         )
 
-    def waited(self, kind: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
-        """Its ``kind`` record of the paper ``base`` (``record``), waited for ``wait`` seconds at
-        most: the fetch goes on past it and is kept.  Raises ArxivError naming it, ``_S2_SLOW``
-        past the wait."""
+    def waited(self, record_type: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
+        """Its ``record_type`` record of the paper ``base`` (``record``), waited for ``wait``
+        seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming it,
+        ``_S2_SLOW`` past the wait."""
         deadline = self.client.limiter.clock() + wait
-        return _from_record(
-            kind, self.client.wait(self.record(kind, base, fetch), deadline, _S2_SLOW).value
-        )
+        future = self.record(record_type, base, fetch)
+        return _from_record(record_type, self.client.wait(future, deadline, _S2_SLOW).value)
 
     def linked(self, arxiv_id: str, kind: type[LinkedPapers], wait: float) -> LinkedPapers | None:
         """The ``kind`` list of ``arxiv_id``'s citations (``fetch_linked``), kept a day, waited for
@@ -10135,12 +10215,10 @@ class SemanticScholar:
         ids = [paper.arxiv_id for paper in papers]
         try:  # the same page of results asked twice at once: one request
             return self.client.get(
-                "s2-counts",
+                S2_COUNTS,
                 " ".join(ids),
                 lambda sender: fetch_citation_counts(ids, sender=sender),
                 deadline=self.client.limiter.clock() + _S2_COUNTS_WAIT,
-                patience=0,
-                keeping=Keeping(read=json.loads, write=_record, max_age=_CACHED_TTL),
             ).value
         except ArxivError as error:
             log.info("search results without citation counts: %s", error)
@@ -10148,17 +10226,15 @@ class SemanticScholar:
 
     def snippets(self, query: str, limit: int, dates: str, wait: float) -> tuple[Snippet, ...]:
         """Its ``limit`` passages across its corpus for ``query`` (``fetch_snippets``), shared
-        while in flight and kept in memory ``_SNIPPETS_KEPT_FOR`` seconds (never on disk), waited
-        for ``wait`` seconds at most: one that comes later is there for the next call.  Raises
+        while in flight and kept as ``S2_PASSAGES`` says (in memory, a short while), waited for
+        ``wait`` seconds at most: one that comes later is there for the next call.  Raises
         ArxivError naming it, ``_S2_SLOW`` past the wait."""
         return self.client.get(  # past the caller's wait, it goes on, remembered
-            "s2-snippets",
+            S2_PASSAGES,
             f"{limit} {dates} {query}",
             lambda sender: fetch_snippets(query, limit=limit, dates=dates, sender=sender),
             deadline=self.client.limiter.clock() + wait,
             late=_S2_SLOW,
-            patience=0,
-            remember=_SNIPPETS_KEPT_FOR,
         ).value
 
 
@@ -10211,14 +10287,11 @@ class Catalogue:
             listing = _current(self._listings.get(name))
         if listing is None:
             listing = self.library.client.get(
-                "listing",
+                LISTINGS,
                 name,
                 lambda sender: fetch_listing(categories, sender=sender),
                 deadline=deadline,
                 late=_API_LATE,
-                keeping=Keeping(
-                    read=lambda body: _current(_from_record(Listing, body)), write=_record
-                ),
             ).value
             with self._lock:
                 _keep_newest(self._listings, [(name, listing)], _LISTINGS_KEPT)
@@ -10236,12 +10309,12 @@ class FindCorpus:
         self._kept: OrderedDict[str, Findable] = OrderedDict()  # by key, oldest first
 
     def kept_on_disk(
-        self, cache: DiskCache, seen: set[str], kept: Mapping[str, type]
+        self, client: Client, seen: set[str], kept: Mapping[str, type]
     ) -> Iterator[Findable]:
-        """Each paper's text kept in ``cache`` as a part that ``kept`` names, with its record's
-        type (``TextSource.kept``: a parsed HTML page, a PDF's structure pass), but those of the
-        versions ``seen`` (a PDF's text and an HTML's of one version: the first)."""
-        for key in cache.keys("text"):
+        """Each paper's text that ``client`` keeps on disk as a part that ``kept`` names, with its
+        record's type (``TextSource.kept``: a parsed HTML page, a PDF's structure pass), but those
+        of the versions ``seen`` (a PDF's text and an HTML's of one version: the first)."""
+        for key in client.keys(TEXTS):
             version, part, *_ = [*key.split(" "), ""]
             if part not in kept or key != _text_key(version, part) or version in seen:
                 continue
@@ -10249,8 +10322,8 @@ class FindCorpus:
             with self._lock:
                 text_read = self._kept.pop(key, None)
             if text_read is None:
-                paper = _from_record(Paper, cache.get("meta", version, use=False))
-                text = _from_record(kept[part], cache.get("text", key, use=False))
+                paper = client.kept(META, version, any_age=True, use=False)
+                text = _from_record(kept[part], client.kept(TEXTS, key, use=False))
                 title = paper.title if paper else ""
                 text_read = _findable(version, title, text) if text else None
             if text_read is not None:
@@ -10304,7 +10377,6 @@ class PaperDownloads:
         with changed:
             state.pdf.asked_for = True
             version = state.version
-        cache = self.cache_for(version)
         library = self.library
 
         def download(sender: Sender) -> bytes:
@@ -10314,14 +10386,9 @@ class PaperDownloads:
 
         try:
             pdf = library.client.get(
-                "pdf",
-                version,
-                download,
-                deadline=None,
-                urgency=self.urgency(state, URGENT_PDF),
-                keeping=Keeping(read=bytes, write=bytes) if cache is not None else None,
+                PDFS, version, download, deadline=None, urgency=self.urgency(state, URGENT_PDF)
             )
-            kept_at = (cache, version) if cache is not None else None
+            kept_at = (library.client, version)
             # here: an overview never waits for the converter
             structure = _load_text_part(kept_at, "structure", Structure)
             with changed:
@@ -10347,11 +10414,7 @@ class PaperDownloads:
             paper = self.api_metadata(state.arxiv_id, self.urgency(state, URGENT_SMALL))
         except Exception as error:
             failure = _as_arxiv_error(error, "An internal error occurred.")
-            stale = (
-                _from_record(Paper, self.library.cache.get("meta", state.arxiv_id))
-                if self.library.cache is not None
-                else None
-            )
+            stale = self.library.client.kept(META, state.arxiv_id, any_age=True)
             with self.library.scheduler.changed:
                 if not failure.transient:
                     state.metadata.error = failure
@@ -10373,22 +10436,18 @@ class PaperDownloads:
     def api_metadata(
         self, arxiv_id: str, urgency: Callable[[], int], deadline: float | None = None
     ) -> Paper:
-        """The API's metadata of ``arxiv_id``: kept on disk for a day, else asked in its turn
-        (``urgency``), with no patience for a throttle, and kept; the one fetch in flight in the
-        process, waited for ``_METADATA_WAIT`` seconds at most, and until ``deadline`` (a
-        limiter-clock time): past it, the fetch goes on for the next call."""
+        """The API's metadata of ``arxiv_id``: kept as ``META`` says (on disk, a day), else asked
+        in its turn (``urgency``) and kept; the one fetch in flight in the process, waited for
+        ``_METADATA_WAIT`` seconds at most, and until ``deadline`` (a limiter-clock time): past it,
+        the fetch goes on for the next call."""
         waited = self.library.limiter.clock() + _METADATA_WAIT
         return self.library.client.get(
-            "meta",
+            META,
             arxiv_id,
             lambda sender: fetch_metadata(arxiv_id, sender=sender),
             deadline=waited if deadline is None else min(deadline, waited),
-            patience=0,
             late=_API_LATE,
             urgency=urgency,
-            keeping=Keeping(
-                read=lambda body: _from_record(Paper, body), write=_record, max_age=_CACHED_TTL
-            ),
         ).value
 
     def ask_scholarly(self, state: _PaperState) -> None:
@@ -10424,11 +10483,6 @@ class PaperDownloads:
         # started first (the lock is held): a thread that cannot start leaves no refresh pending
         self.library.client.flights.start("arxiv-metadata", self.ask_metadata, state)
         state.metadata.refreshing = True
-
-    def cache_for(self, version: str) -> DiskCache | None:
-        """The disk cache for a download of ``version``: only a versioned id's, which arXiv never
-        changes."""
-        return self.library.cache if _split_version(version)[1] is not None else None
 
     def urgency(self, state: _PaperState, waited_for: int) -> Callable[[], int]:
         """A request's urgency: ``waited_for`` while a caller waits for the paper, else background
@@ -10480,7 +10534,6 @@ class PaperLibrary:
         self.source_table = tuple(source_table)  # its text sources' kinds, in order of preference
         self.settings = _understood(settings or SETTINGS, self.source_table)
         self.limiter = limiter or LIMITER
-        self.cache = cache  # the server's disk cache (``of_the_machine``); None: nothing is written
         asks_s2 = ask_s2 and self.settings.s2_url != "off"  # of its own accord: the server's
         self.scheduler = Scheduler(lambda: self.settings, self._job_done, converters)
         # The least recently used first, by (id, policy): a read from the PDF (``arxiv_markdown``'s)
@@ -10489,6 +10542,7 @@ class PaperLibrary:
         self.catalogue = Catalogue(self)
         self.find_corpus = FindCorpus()
         self.downloads = PaperDownloads(self)
+        # its requests, and the server's disk cache (``of_the_machine``; None: nothing is written)
         self.client = Client(self.settings, self.limiter, cache)
         self.semantic_scholar = SemanticScholar(self.client, asks_s2)
 
@@ -10591,9 +10645,8 @@ class PaperLibrary:
                 and not state.forgotten
             }
         yield from in_memory.values()
-        if self.cache is not None:
-            kept = dict(kind.kept() for kind in self.source_table)
-            yield from self.find_corpus.kept_on_disk(self.cache, set(in_memory), kept)
+        kept = dict(source.kept() for source in self.source_table)
+        yield from self.find_corpus.kept_on_disk(self.client, set(in_memory), kept)
 
     def read(
         self,
@@ -11336,15 +11389,13 @@ def _search_page(request: SearchRequest, library: PaperLibrary) -> tuple[Feed, s
     for it, so it goes before background downloads; its papers stand for their metadata a while
     (``Catalogue.remember``)."""
     deadline = _deadline(library.settings, library.limiter)
-    try:  # a caller waits: with no patience for a throttle
+    try:
         feed = library.client.get(  # the same search asked twice at once: one request
-            "search",
+            SEARCHES,
             api_url(request.params(), library.settings),
             lambda sender: search(request, sender=sender),
             deadline=deadline,
             late=_API_LATE,
-            patience=0,
-            remember=_SEARCH_KEPT_FOR,
         ).value
     except Throttled as error:
         raise ArxivError(

@@ -339,7 +339,7 @@ def rebuilt(env, monkeypatch, **parts):
     them, never rewired afterwards."""
     old = env.library
     library = am.PaperLibrary(
-        **{"settings": old.settings, "limiter": old.limiter, "cache": old.cache, **parts}
+        **{"settings": old.settings, "limiter": old.limiter, "cache": old.client.cache, **parts}
     )
     monkeypatch.setattr(am, "LIBRARY", library)
     env.library = library
@@ -878,7 +878,8 @@ class NotesSettings(am.Settings):
     notes: bool = True
 
 
-# A service declared in the tests alone: a pace, a patience and an off switch of its own.
+# A service declared in the tests alone: a pace, a patience (none) and an off switch of its own;
+# its notes kept in memory 30 s, or on disk a minute, a missing note too.
 NOTES = am.Service(
     name="notes",
     who="The notes service",
@@ -888,33 +889,72 @@ NOTES = am.Service(
     patience=0.0,
     switch="notes",
 )
+NOTES_IN_MEMORY = am.Kind(name="notes", service=NOTES, keep=am.MEMORY, max_age=30.0)
+NOTES_ON_DISK = am.Kind(
+    name="notes-kept", service=NOTES, keep=am.DISK, max_age=60.0, failure_age=60.0
+)
 
 
-def test_a_service_declared_in_the_tests_alone_is_paced_throttled_and_switched_by_it(env):
-    """Its declaration applies with no line of the module: its pace between two requests (not
-    arXiv's 3 s), no wait for its cool-down however patient the caller, and off, nothing sent."""
+def test_a_service_declared_in_the_tests_alone_is_paced_kept_throttled_and_switched_by_it(
+    env, tmp_path
+):
+    """Its declarations apply through a client with no line of the module: its pace between two
+    requests (not arXiv's 3 s); its answers kept in memory 30 s, then asked again; kept on disk, a
+    missing note too, for a client started afresh; no wait for its cool-down (its patience: none);
+    and off, nothing sent."""
     settings = NotesSettings(deadline=600)
-    sender = am.Sender(settings, env.library.limiter, patience=60.0)
-    note = am.Request(service=NOTES, url=f"{settings.notes_url}/1", max_bytes=1_000)
+    clock, limiter, cache = env.clock, env.library.limiter, am.DiskCache(str(tmp_path), 10**9)
+    client = am.Client(settings, limiter, cache)
+    url = f"{settings.notes_url}/"
     env.script["notes.example.org"] = [
-        FakeResponse(b"one", note.url, "text/plain"),
-        FakeResponse(b"two", note.url, "text/plain"),
-        http_error(note.url, 429),
+        *(FakeResponse(f"note {n}".encode(), url, "text/plain") for n in (1, 2, 1)),
+        http_error(url, 429),
+        FakeResponse(b"note 5", url, "text/plain"),
     ]
-    assert [sender.send(note).body for _ in range(2)] == [b"one", b"two"]
-    assert env.clock.sleeps == [2.0]
+    missing = []
+
+    def note(number):
+        return lambda sender: (
+            sender.send(am.Request(service=NOTES, url=f"{url}{number}", max_bytes=1_000)).body
+        )
+
+    def no_note(sender):
+        missing.append(sender)
+        raise am.ArxivError("There is no note 9.")
+
+    def get(kind, number, ask=None, by=client):
+        return by.get(kind, str(number), ask or note(number), deadline=clock() + 60)
+
+    def asked():
+        return len([url for url in env.urls if "notes" in url])
+
+    notes = [get(NOTES_IN_MEMORY, n).value for n in (1, 2, 1)]
+    assert notes == [b"note 1", b"note 2", b"note 1"] and asked() == 2, "kept in memory"
+    assert clock.sleeps == [2.0], "its pace"
+    clock.sleep(30)
+    assert get(NOTES_IN_MEMORY, 1).value == b"note 1" and asked() == 3, "past 30 s: asked again"
     with pytest.raises(am.Throttled, match="The notes service is limiting requests"):
-        sender.send(note)
+        get(NOTES_IN_MEMORY, 3)
     with pytest.raises(am.Throttled):  # cooling down: not asked again, not waited for
-        sender.send(note)
-    assert len([url for url in env.urls if "notes" in url]) == 3
-    assert env.clock.sleeps == [2.0, 2.0], "its pace again, and no cool-down waited out"
-    off = am.Sender(dataclasses.replace(settings, notes=False), env.library.limiter)
+        get(NOTES_IN_MEMORY, 4)
+    assert asked() == 4 and clock.sleeps == [2.0, 30, 2.0], "no cool-down waited out"
+    clock.sleep(60)
+    assert get(NOTES_ON_DISK, 5) == am.Fetched(value=b"note 5", from_disk=False)
+    with pytest.raises(am.ArxivError, match="There is no note 9"):
+        get(NOTES_ON_DISK, 9, no_note)
+    afresh = am.Client(settings, limiter, cache)
+    assert get(NOTES_ON_DISK, 5, by=afresh) == am.Fetched(value=b"note 5", from_disk=True)
+    with pytest.raises(am.ArxivError, match="There is no note 9"):
+        get(NOTES_ON_DISK, 9, no_note, by=afresh)
+    assert asked() == 5 and len(missing) == 1, "both kept on disk"
+    off = am.Client(dataclasses.replace(settings, notes=False), limiter)
     with pytest.raises(
         am.ArxivError, match=r"The notes are off on this server \(ARXIV_NOTES=off\)"
     ):
-        off.send(note)
-    assert len([url for url in env.urls if "notes" in url]) == 3
+        get(NOTES_IN_MEMORY, 6, by=off)
+    assert asked() == 5
+    for each in (client, afresh, off):
+        each.flights.close(clock() + 5)
 
 
 def test_semantic_scholar_goes_at_its_own_pace_whatever_arxivs_is(clock):
@@ -1910,7 +1950,8 @@ def test_metadata_kept_on_disk_is_served_past_its_time_when_the_api_throttles(
     now = [1e9]
     rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9, clock=lambda: now[0]))
     call(paper="1111.2011v2")  # the metadata is kept
-    library = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)  # a restart
+    # a restart
+    library = am.PaperLibrary(env.settings, env.library.limiter, env.library.client.cache)
     now[0] += 2 * am._CACHED_TTL
     env.script["api/query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
     overview = am.arxiv_tool(paper="1111.2011v2", library=library)
@@ -1994,7 +2035,8 @@ def test_an_id_without_a_version_reads_the_latest_html_page_while_the_api_thrott
     assert paths(env) == ["/api/query", "/html/2508.08468"]  # no PDF, and the API asked once
     # Metadata made from the paper is never kept as the API's, nor an unversioned page.
     assert (
-        not list(tmp_path.rglob("*meta*")) and env.library.cache.get("meta", "2508.08468") is None
+        not list(tmp_path.rglob("*meta*"))
+        and env.library.client.cache.get("meta", "2508.08468") is None
     )
     # Nor is a download of an id without a version: a later version would be answered with this
     # one's text.
@@ -2355,15 +2397,13 @@ def test_the_client_stands_alone_on_a_fake_clock(env, clock, tmp_path):
     its patience, on the limiter's clock (fake: no real second passes)."""
     limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
     client = am.Client(env.settings, limiter, am.DiskCache(str(tmp_path), 10**9))
-    keeping = am.Keeping(read=lambda body: am._from_record(am.Paper, body), write=am._record)
 
     def metadata():
         return client.get(
-            "meta",
+            am.META,
             "1111.2011v2",
             lambda sender: am.fetch_metadata("1111.2011v2", sender=sender),
             deadline=clock() + 60,
-            keeping=keeping,
         )
 
     first, again = metadata(), metadata()
@@ -2371,12 +2411,12 @@ def test_the_client_stands_alone_on_a_fake_clock(env, clock, tmp_path):
     assert again == am.Fetched(value=first.value, from_disk=True) and len(env.requests) == 1
     env.script["search_query"] = [http_error(API_URL, 429, RATE_EXCEEDED)]
     request = am.build_search(query="quantum criticality")
+    patient = am.Kind(name="search", service=dataclasses.replace(am.ARXIV_API, patience=10))
     searched = client.get(
-        "search",
+        patient,
         "quantum criticality",
         lambda sender: am.search(request, sender=sender),
         deadline=clock() + 60,
-        patience=10,
     )
     assert searched.value.total == 0 and len(env.requests) == 3
     assert clock.sleeps == [3.0, 3.0], "the host's pace, then the API's cool-down"
@@ -2411,7 +2451,8 @@ def test_a_call_past_its_deadline_says_whose_request_it_waited_for(monkeypatch):
     library = am.PaperLibrary(am.Settings(deadline=0.2, min_interval=0.0), am.RateLimiter(0.0))
     try:
         with pytest.raises(am.ArxivError) as late:
-            library.client.get("made-up", "key", lambda _: time.sleep(0.5), deadline=0.1)
+            made_up = am.Kind(name="made-up", service=None)
+            library.client.get(made_up, "key", lambda _: time.sleep(0.5), deadline=0.1)
     finally:
         library.close()
     assert str(late.value) == am._NO_ANSWER_IN_TIME and "earlier" not in str(late.value)
@@ -2453,26 +2494,15 @@ def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at
     (tmp_path / am._LOCKS).mkdir()
     name = f"fetch-{hashlib.sha256(b'meta 1111.2011v2').hexdigest()}"
     held = am._lock_file(str(tmp_path / am._LOCKS / name), float("inf"), time.monotonic)
+    kept = am.Kind(name="meta", service=am.ARXIV_API, keep=am.DISK)
     started = time.monotonic()
     try:
         with pytest.raises(am.ArxivError, match="an earlier request to it from another server"):
-            library.client.get(
-                "meta",
-                "1111.2011v2",
-                lambda _: b"fetched",
-                deadline=None,
-                keeping=am.Keeping(read=bytes, write=bytes),
-            )
+            library.client.get(kept, "1111.2011v2", lambda _: b"fetched", deadline=None)
         assert time.monotonic() - started < 5
     finally:
         am._unlock_file(held)
-    fetched = library.client.get(
-        "meta",
-        "1111.2011v2",
-        lambda _: b"fetched",
-        deadline=None,
-        keeping=am.Keeping(read=bytes, write=bytes),
-    )
+    fetched = library.client.get(kept, "1111.2011v2", lambda _: b"fetched", deadline=None)
     assert fetched == am.Fetched(value=b"fetched", from_disk=False), "asked again, once free"
     library.close()
 
@@ -7289,8 +7319,8 @@ def test_find_across_the_papers_read_asks_nothing_in_memory_and_after_a_restart(
     restarted = library_with_cache(html_env, tmp_path)
     again = am.arxiv_tool(find="table", library=restarted)  # a restart: the texts from the disk
     assert len(html_env.urls) == asked, "no request to arXiv"
-    read, real_get = [], restarted.cache.get
-    restarted.cache.get = lambda kind, key, *args, **kwargs: (
+    read, real_get = [], restarted.client.cache.get
+    restarted.client.cache.get = lambda kind, key, *args, **kwargs: (
         read.append(kind) or real_get(kind, key, *args, **kwargs)
     )
     assert am.arxiv_tool(find="table", library=restarted) == again and read == [], (
@@ -7944,7 +7974,9 @@ def test_a_cache_that_cannot_be_written_is_turned_off_once_and_the_server_reads_
     (tmp_path / "file").write_text("not a folder")
     rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path / "file" / "cache"), 10**9))
     assert "## Sections" in call(paper="1111.2011v2")
-    assert env.library.cache.off and caplog.text.count("the disk cache cannot be written") == 1
+    assert (
+        env.library.client.cache.off and caplog.text.count("the disk cache cannot be written") == 1
+    )
     assert "V Discussion" in call(paper="1111.2011v2", section="V")
 
 
@@ -8119,7 +8151,7 @@ def test_the_plain_functions_write_no_file(html_env, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert am.LIBRARY.cache is None
+    assert am.LIBRARY.client.cache is None
     assert "## Full Text (HTML)" in am.arxiv_markdown("2203.00274v2", html=True)
     assert "## Sections" in call(paper="2203.00274v2")
     assert list(tmp_path.rglob("*")) == []
@@ -9518,7 +9550,7 @@ def test_one_feed_request_a_day_across_a_restart(env, tmp_path, monkeypatch):
     rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9))
     env.script["rss.arxiv.org"] = [rss(announcement(ANNOUNCED[:4], ["new"] * 4))]
     first = call(categories="cs.LG")
-    restarted = am.PaperLibrary(env.settings, env.library.limiter, env.library.cache)
+    restarted = am.PaperLibrary(env.settings, env.library.limiter, env.library.client.cache)
     assert am.arxiv_tool(categories="cs.LG", library=restarted) == first
     assert len(rss_requests(env)) == 1 and len(env.requests) == 1
 
