@@ -127,7 +127,9 @@ class Settings:
     min_interval: float = 3.0  # ARXIV_MIN_INTERVAL: seconds between requests to one host
     timeout: float = 30.0  # ARXIV_TIMEOUT: seconds for one HTTP request
     retries: int = 3  # ARXIV_RETRIES: retries after a 429, a 5xx or a network fault
-    deadline: float = 60.0  # ARXIV_DEADLINE: seconds one tool call may take
+    # ARXIV_DEADLINE: seconds one tool call may take (a duration; a ``deadline`` is always a point
+    # on the limiter's clock, ``_deadline``)
+    call_seconds: float = dataclasses.field(default=60.0, metadata={"variable": "ARXIV_DEADLINE"})
     max_chars: int = 50_000  # ARXIV_MAX_CHARS: characters in one answer
     max_pages: int = (
         30  # ARXIV_MAX_PAGES: pages of the full text, and most pages converted for one answer
@@ -663,6 +665,8 @@ class RateLimiter:
         self._waiting: list[tuple[Callable[[], int], int, str]] = []
         self._sending: set[str] = set()
         self._order = itertools.count()
+        # each host's strictest pace of the services asked of it in this process: one host's pace
+        self._strictest: dict[str, float] = {}
 
     @contextlib.contextmanager
     def slot(
@@ -708,12 +712,15 @@ class RateLimiter:
     def _paced(self, host: str, deadline: float | None, who: str, pace: float) -> None:
         """Wait for the host's next start, holding its connection: the next is ``pace`` seconds
         after this one (the request's service's, 0: ``interval``; a host ``intervals`` names, its
-        own); ArxivError (naming ``who``) when it comes after ``deadline``."""
+        own), or the strictest pace of the host's services asked so far; ArxivError (naming
+        ``who``) when it comes after ``deadline``."""
         while True:
             with self._state() as turns:
                 wait = turns.starts.get(host, (-math.inf, 0.0))[0] - self.clock()
                 if wait <= 0:
-                    gap = self.intervals.get(host, pace or self.interval)
+                    own = self.intervals.get(host, pace or self.interval)
+                    self._strictest[host] = max(own, self._strictest.get(host, 0.0))
+                    gap = self._strictest[host]
                     turns.starts[host] = (self.clock() + gap, gap)
                     return
             if deadline is not None and self.clock() + wait > deadline:
@@ -8813,7 +8820,7 @@ class Client:
         # holder stuck elsewhere costs that, then the next call asks again
         until = sender.deadline
         if until is None:
-            until = self.limiter.clock() + self.settings.deadline
+            until = self.limiter.clock() + self.settings.call_seconds
         with self._one_fetch(kind, key, until):
             if (kept := self.kept(kind, key)) is not None:
                 return Fetched(value=kept, from_disk=True)
@@ -9066,10 +9073,10 @@ class TextSource(_Guarded):
         """The overview a read past its deadline is given (``_late``): none by default."""
         return None
 
-    def late_note(self, deadline_s: float) -> str:
-        """Why a read past its deadline, ``deadline_s`` seconds, has no text yet."""
+    def late_note(self, call_seconds: float) -> str:
+        """Why a read past its deadline, ``call_seconds`` after it began, has no text yet."""
         return (
-            f"the text from {self.label} was not ready at the {deadline_s:g} s deadline "
+            f"the text from {self.label} was not ready at the {call_seconds:g} s deadline "
             "(ARXIV_DEADLINE); it is still being read in the background: call again in a few "
             "seconds to read it."
         )
@@ -10124,14 +10131,14 @@ def _answer(
     )
 
 
-def _late(state: _PaperState, deadline_s: float) -> Reading | ArxivError:
-    """What a call past its deadline, ``deadline_s`` seconds, gets: the metadata with a note, the
-    estimated overview; or the error that ends the read."""
+def _late(state: _PaperState, call_seconds: float) -> Reading | ArxivError:
+    """What a call past its deadline, ``call_seconds`` after it began, gets: the metadata with a
+    note, the estimated overview; or the error that ends the read."""
     if state.metadata.error is not None:
         return state.metadata.error
     if state.paper is None:
         return ArxivError(
-            f"arXiv did not answer within the {deadline_s:g} s deadline "
+            f"arXiv did not answer within the {call_seconds:g} s deadline "
             "(ARXIV_DEADLINE); the read goes on in the background: call again shortly.",
             transient=True,
         )
@@ -10139,7 +10146,7 @@ def _late(state: _PaperState, deadline_s: float) -> Reading | ArxivError:
     return Reading(
         paper=state.paper,
         text=None,
-        text_error=source.late_note(deadline_s),
+        text_error=source.late_note(call_seconds),
         transient=True,
         overview=source.early_overview,
         hidden=state.hidden,
@@ -10718,7 +10725,7 @@ class PaperLibrary:
                 self._start_what_is_missing(state, request)
             remaining = None if deadline is None else deadline - self.limiter.clock()
             if remaining is not None and remaining <= 0:
-                return _late(state, self.settings.deadline)
+                return _late(state, self.settings.call_seconds)
             self.scheduler.changed.wait(remaining)
 
     def _start_what_is_missing(self, state: _PaperState, request: ReadRequest) -> None:
@@ -10813,7 +10820,8 @@ atexit.register(LIBRARY.close)  # never after a call: a host may call from sever
 
 
 def _deadline(settings: Settings, limiter: RateLimiter) -> float:
-    return limiter.clock() + settings.deadline
+    """A call's deadline: the point on ``limiter``'s clock ``call_seconds`` from now."""
+    return limiter.clock() + settings.call_seconds
 
 
 def _log_unexpected(error: Exception) -> None:

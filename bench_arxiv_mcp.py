@@ -133,7 +133,7 @@ def stand_in_settings(
         html_url=f"{html_base}/html/{{id}}",
         rss_url=f"{base}/rss/{{categories}}",
         min_interval=min_interval,
-        deadline=600,
+        call_seconds=600,
     )
 
 
@@ -690,7 +690,7 @@ def flood(
     """``count`` cold reads of unknown papers at once, with a 1 s limiter gap and a 5 s deadline,
     and a search asked 1 s later: the search's seconds, the seconds until no arXiv request is queued
     or under way any more, and how many reads were told at once that the server is busy."""
-    flooded = dataclasses.replace(settings, min_interval=1.0, deadline=5.0)
+    flooded = dataclasses.replace(settings, min_interval=1.0, call_seconds=5.0)
     library = am.PaperLibrary(flooded, am.RateLimiter(1.0))
     smallest = min(pdfs.values(), key=len)
     ids = [f"2101.{n:05d}" for n in range(count)]

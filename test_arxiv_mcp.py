@@ -302,7 +302,7 @@ def env(monkeypatch, clock, page_once):
     fake = FakeArxiv(pdfs={"1111.2011v2": PDF_1111}, feeds={"1111.2011v2": ATOM_1111})
     monkeypatch.setattr(urllib.request, "urlopen", fake)
     monkeypatch.setattr(am, "_page_markdown", page_once)
-    settings = am.Settings(deadline=600)
+    settings = am.Settings(call_seconds=600)
     # Semantic Scholar unpaced: on the one fake clock, a request's pace (a sleep that moves the
     # clock) would spend the wait of a call waiting for another request at that moment
     limiter = am.RateLimiter(
@@ -902,7 +902,7 @@ def test_a_service_declared_in_the_tests_alone_is_paced_kept_throttled_and_switc
     requests (not arXiv's 3 s); its answers kept in memory 30 s, then asked again; kept on disk, a
     missing note too, for a client started afresh; no wait for its cool-down (its patience: none);
     and off, nothing sent."""
-    settings = NotesSettings(deadline=600)
+    settings = NotesSettings(call_seconds=600)
     clock, limiter, cache = env.clock, env.library.limiter, am.DiskCache(str(tmp_path), 10**9)
     client = am.Client(settings, limiter, cache)
     url = f"{settings.notes_url}/"
@@ -955,6 +955,17 @@ def test_a_service_declared_in_the_tests_alone_is_paced_kept_throttled_and_switc
     assert asked() == 5
     for each in (client, afresh, off):
         each.flights.close(clock() + 5)
+
+
+def test_one_hosts_services_go_at_the_strictest_of_their_paces(clock):
+    """Two services of one host declared at 1 s and 2 s: once the slower has been asked, the
+    host's requests start 2 s apart, whichever service they are for."""
+    limiter = am.RateLimiter(3.0, clock=clock, sleep=clock.sleep)
+    starts = []
+    for pace in (1.0, 1.0, 2.0, 1.0, 1.0):
+        with limiter.slot("notes.example.org", pace=pace):
+            starts.append(clock())
+    assert starts == [1000.0, 1001.0, 1002.0, 1004.0, 1006.0]
 
 
 def test_semantic_scholar_goes_at_its_own_pace_whatever_arxivs_is(clock):
@@ -2448,7 +2459,7 @@ def test_a_call_past_its_deadline_says_whose_request_it_waited_for(monkeypatch):
         )
     finally:
         release.set()
-    library = am.PaperLibrary(am.Settings(deadline=0.2, min_interval=0.0), am.RateLimiter(0.0))
+    library = am.PaperLibrary(am.Settings(call_seconds=0.2, min_interval=0.0), am.RateLimiter(0.0))
     try:
         with pytest.raises(am.ArxivError) as late:
             made_up = am.Kind(name="made-up", service=None)
@@ -2461,7 +2472,7 @@ def test_a_call_past_its_deadline_says_whose_request_it_waited_for(monkeypatch):
 def test_a_search_past_the_calls_deadline_goes_on_and_serves_the_next_call(monkeypatch):
     """Cold through the tool, the API slower than the call's time: the answer says the search goes
     on in the background, and the next call has it with no second request."""
-    library = am.PaperLibrary(am.Settings(deadline=0.3, min_interval=0.0), am.RateLimiter(0.0))
+    library = am.PaperLibrary(am.Settings(call_seconds=0.3, min_interval=0.0), am.RateLimiter(0.0))
     answered, asked = threading.Event(), []
     feed = atom("2016_search_quantum_criticality_2results.xml")
 
@@ -2489,7 +2500,7 @@ def test_a_flight_without_a_deadline_waits_for_another_process_a_calls_length_at
     """Another process holds a key's lock file (its fetch stuck): a background flight (no deadline)
     gives up after the settings' deadline, so that the key is not in flight for ever, and the next
     call asks again."""
-    settings = am.Settings(deadline=0.3, min_interval=0.0)
+    settings = am.Settings(call_seconds=0.3, min_interval=0.0)
     library = am.PaperLibrary(settings, am.RateLimiter(0.0), am.DiskCache(str(tmp_path), 10**9))
     (tmp_path / am._LOCKS).mkdir()
     name = f"fetch-{hashlib.sha256(b'meta 1111.2011v2').hexdigest()}"
@@ -4440,7 +4451,7 @@ def test_the_outline_of_a_pdf_lists_headings_past_the_page_cap_without_convertin
         "pdf", "2502.21088v1.pdf"
     ).read_bytes()  # 64 pages, bookmarks
     env.feeds["2502.21088v1"] = ATOM_ENTRY.format(id="2502.21088v1").encode()
-    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=10, deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=10, call_seconds=600))
     step, delivered = paced_conversion(monkeypatch, env, page_once)
     overview = call(paper="2502.21088v1")
     assert (
@@ -4934,7 +4945,7 @@ def test_pdf_to_markdown_gives_the_text_the_server_reads(env, monkeypatch, conve
     pdf, data = converted(name)  # pdf_to_markdown, every page
     arxiv_id = name.replace("_", "/")
     env.feeds[arxiv_id], env.pdfs[arxiv_id] = ATOM_1111, data
-    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=100, deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=100, call_seconds=600))
     reading = env.library.read(arxiv_id, request=am.FULL)
     assert reading.text.pages_converted == reading.text.page_count == pdf.page_count
     # the same Markdown and sections
@@ -5340,7 +5351,7 @@ def test_every_corpus_paper_reads_the_same_twice(name, env, monkeypatch, page_on
             am,
             "LIBRARY",
             am.PaperLibrary(
-                am.Settings(max_pages=1, max_chars=5_000, deadline=600), env.library.limiter
+                am.Settings(max_pages=1, max_chars=5_000, call_seconds=600), env.library.limiter
             ),
         )
         documents.append(am.arxiv_markdown("arXiv:1111.2011v2"))
@@ -5962,7 +5973,7 @@ def test_a_page_that_is_not_the_paper_falls_back_to_the_pdf(html_env, spoil):
 
 
 def test_the_source_setting_and_arxiv_markdown_choose_per_read(html_env, monkeypatch):
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, policy="pdf"))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(call_seconds=600, policy="pdf"))
     assert "from the PDF." in call(paper="2203.00274v2")
     assert "/html/2203.00274v2" not in paths(html_env)
     assert "## Full Text (PDF)" in am.arxiv_markdown("https://arxiv.org/abs/2203.00274v2")
@@ -5970,7 +5981,7 @@ def test_the_source_setting_and_arxiv_markdown_choose_per_read(html_env, monkeyp
     assert (
         "## Full Text (HTML)" in html and r"$$Q=HW^{Q},\quad V=HW^{V},\quad K=HW^{K}$$ (1)" in html
     )
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(deadline=600, policy="html"))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(call_seconds=600, policy="html"))
     del html_env.htmls["2203.00274v2"]
     html_env.feeds["1111.2011v2"] = ATOM_1111
     only_html = call(paper="1111.2011v2")
@@ -6614,7 +6625,7 @@ def test_the_references_section_ends_with_the_cited_ids_and_the_overview_counts_
         "2208.03455, 2205.11916, 2209.14958, 2302.06754, 1908.10084, 2206.10883, 2210.06774, "
         "2301.13848, 1909.08593"
     )
-    monkeypatch_settings = am.Settings(max_chars=3_000, deadline=600)
+    monkeypatch_settings = am.Settings(max_chars=3_000, call_seconds=600)
     env.library.settings = monkeypatch_settings
     cut = call(paper="2304.02623v1", section="references")
     assert len(cut) <= 3_000 and "[Truncated:" in cut and cut.endswith("2301.13848, 1909.08593")
@@ -7858,7 +7869,7 @@ def test_overview_sizes_are_the_sizes_a_read_shows(env):
 def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypatch):
     # 10,500 characters, metadata (about 2,000) included, cut the text late in section I: so late
     # that counting the metadata as text would name section II.
-    monkeypatch.setattr(env.library, "settings", am.Settings(max_chars=10_500, deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_chars=10_500, call_seconds=600))
     document = call(paper="1111.2011v2", section="full")
     assert len(document) <= 10_500
     shown, note = document.rsplit("\n\n", 1)
@@ -7881,7 +7892,7 @@ def test_full_text_is_capped_with_a_note_that_says_how_to_continue(env, monkeypa
 
 
 def test_the_page_cap_bounds_the_full_text_not_the_sections(env, monkeypatch):
-    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=2, deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=2, call_seconds=600))
     overview = call(paper="1111.2011v2")
     assert "Only the first" not in overview and "- **V Discussion**" in overview  # page 8 is listed
     discussion = call(paper="1111.2011v2", section="V")  # and it can be read
@@ -8297,7 +8308,7 @@ def test_a_waiting_sections_pages_go_before_background_pages(env, monkeypatch, p
 
 
 def test_a_section_past_the_page_cap_costs_its_own_pages(env, monkeypatch, page_once):
-    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=2, deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(max_pages=2, call_seconds=600))
     step, delivered = paced_conversion(monkeypatch, env, page_once)
     step.release()
     discussion = call(paper="1111.2011v2", section="V")
@@ -8497,7 +8508,7 @@ def test_a_third_text_source_is_one_subclass_and_one_table_entry(env):
     it was read), all from its text; the PDF is never asked for."""
     plain = "https://arxiv.org/plain/1111.2011v2"
     env.script["/plain/"] = [FakeResponse(PLAIN_PAPER.encode(), plain, "text/plain")] * 3
-    settings = am.Settings(deadline=600, html_url="https://arxiv.org/plain/{id}")
+    settings = am.Settings(call_seconds=600, html_url="https://arxiv.org/plain/{id}")
     library = am.PaperLibrary(
         settings, env.library.limiter, source_table=(PlainTextSource, am.PdfSource)
     )
@@ -8725,7 +8736,7 @@ def test_deadline_returns_metadata_and_the_read_goes_on(env, monkeypatch, page_o
 
     monkeypatch.setattr(env.library.scheduler.converter, "convert_page", slow_convert)
     # metadata arrives well before
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=2))
+    monkeypatch.setattr(env.library, "settings", am.Settings(call_seconds=2))
     # The deadline runs on the fake clock, which the limiter's sleeps would move past it at once.
     monkeypatch.setattr(env.library.limiter, "interval", 0)
     answers = []  # the full text waits for the conversion, until its deadline on the fake clock
@@ -8821,7 +8832,7 @@ def test_a_job_that_fails_in_the_converter_thread_is_not_tried_again(env, monkey
 
     monkeypatch.setattr(env.library.scheduler.converter, "convert_page", broken)
     # a job retried forever fails, not hangs
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=5))
+    monkeypatch.setattr(env.library, "settings", am.Settings(call_seconds=5))
     monkeypatch.setattr(env.library.limiter, "interval", 0)  # the deadline runs on the fake clock
     answer = call(paper="1111.2011v2", section="full")
     assert "The full text is unavailable: The PDF could not be read (an internal error)." in answer
@@ -8967,7 +8978,7 @@ def test_a_pdf_that_kills_the_converter_costs_that_paper_only(html_env, monkeypa
     monkeypatch.setenv("ATTEMPTS", str(tmp_path / "attempts"))
     process = converter_process(html_env.library, AbortingConverter)
     html_env.teardown.append(process.stop)
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(policy="pdf", deadline=600))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(policy="pdf", call_seconds=600))
     assert "## Sections" in call(paper="1111.2011v2")  # its structure pass went well
     first = process.generation.process.pid
     answer = call(paper="1111.2011v2", section="V")
@@ -8994,7 +9005,7 @@ def test_a_converter_killed_mid_job_loses_no_paper(html_env, monkeypatch, tmp_pa
     monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05,) * 5)
     process = converter_process(html_env.library, KilledConverter)
     html_env.teardown.append(process.stop)
-    settings = am.Settings(policy="pdf", deadline=600, max_pages=4)  # "full": the first 4 pages
+    settings = am.Settings(policy="pdf", call_seconds=600, max_pages=4)  # "full": the first 4 pages
     monkeypatch.setattr(html_env.library, "settings", settings)
     papers, read = ("1111.2011v2", "2203.00274v2"), {}
     readers = [
@@ -9035,7 +9046,7 @@ def test_a_converter_killed_again_and_again_fails_the_read_for_now_only(
     monkeypatch.setattr(am, "_RESTART_PAUSES", (0.05,))
     process = converter_process(html_env.library, KilledConverter)
     html_env.teardown.append(process.stop)
-    settings = am.Settings(policy="pdf", deadline=600, max_pages=2)  # "full": the first 2 pages
+    settings = am.Settings(policy="pdf", call_seconds=600, max_pages=2)  # "full": the first 2 pages
     monkeypatch.setattr(html_env.library, "settings", settings)
     stop = threading.Event()
 
@@ -9089,7 +9100,7 @@ def test_with_a_structure_converter_a_new_papers_overview_never_waits_for_a_page
     # as the server's
     html_env.library.scheduler.structure_converter = am.ConverterProcess(layout=False)
     html_env.teardown += [process.stop, html_env.library.scheduler.structure_converter.stop]
-    monkeypatch.setattr(html_env.library, "settings", am.Settings(policy="pdf", deadline=600))
+    monkeypatch.setattr(html_env.library, "settings", am.Settings(policy="pdf", call_seconds=600))
     assert "V Discussion" in call(paper="1111.2011v2")
     wait_for((tmp_path / "stuck").exists, what="the background conversion to begin")
     started = time.perf_counter()
@@ -9104,7 +9115,9 @@ def test_the_converter_process_exits_when_idle_and_starts_again(html_env, monkey
     process = converter_process(html_env.library, QuickConverter)
     html_env.teardown.append(process.stop)
     monkeypatch.setattr(
-        html_env.library, "settings", am.Settings(policy="pdf", converter_idle=1.0, deadline=600)
+        html_env.library,
+        "settings",
+        am.Settings(policy="pdf", converter_idle=1.0, call_seconds=600),
     )
     assert "Benchmark" in call(paper="2203.00274v2", section="full")
     first = process.generation.process
@@ -9121,7 +9134,9 @@ def test_images_are_rendered_in_the_structure_converter_whose_idle_exit_waits_fo
     html_env.teardown.append(structures.stop)
     # Idle for 0.2 s: less than a new converter takes to start and render.
     monkeypatch.setattr(
-        html_env.library, "settings", am.Settings(policy="pdf", converter_idle=0.2, deadline=600)
+        html_env.library,
+        "settings",
+        am.Settings(policy="pdf", converter_idle=0.2, call_seconds=600),
     )
     assert "V Discussion" in call(paper="1111.2011v2")
     wait_for(lambda: structures.generation is None, what="the idle converter to exit")
@@ -9148,7 +9163,7 @@ def test_an_image_held_up_in_the_converter_costs_the_call_that_image_at_its_dead
         return real(pdf, page, bbox)
 
     monkeypatch.setattr(env.library.scheduler, "render", held)
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=0.5))
+    monkeypatch.setattr(env.library, "settings", am.Settings(call_seconds=0.5))
     for _ in range(2):
         started = time.monotonic()
         late = am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1"))
@@ -9157,7 +9172,7 @@ def test_an_image_held_up_in_the_converter_costs_the_call_that_image_at_its_dead
         assert "*[no image: The image was not rendered within the deadline" in late.text
     assert renders == [3], "the second call waited for the render in flight"
     release.set()
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(call_seconds=600))
     assert len(am.arxiv_answer(am.ToolCall(paper="1111.2011v2", section="figure 1")).images) == 1
 
 
@@ -9178,7 +9193,7 @@ def test_after_a_restart_overviews_come_from_the_disk_while_the_converter_works(
     html_env.feeds["1111.2011v2"] = ATOM_1111
     first = library_with_cache(html_env, tmp_path / "cache")
     # one page converted: the restart converts the rest
-    first.settings = am.Settings(max_pages=1, deadline=600)
+    first.settings = am.Settings(max_pages=1, call_seconds=600)
     for paper in ("2203.00274v2", "1111.2011v2"):
         am.arxiv_tool(paper=paper, library=first)
     wait_for(lambda: not first.scheduler.has_work(), what="the first server's work")
@@ -9407,14 +9422,16 @@ def test_unexpected_failures_become_a_message_and_the_next_call_works(env):
 
 
 def test_errors_and_logs_leak_no_credentials_or_paths(env, monkeypatch, caplog):
-    settings = am.Settings(api_url="https://user:s3cret@gateway.example/api/query", deadline=600)
+    settings = am.Settings(
+        api_url="https://user:s3cret@gateway.example/api/query", call_seconds=600
+    )
     rebuilt(env, monkeypatch, settings=settings)
     env.script["gateway.example"] = [
         urllib.error.URLError(OSError(2, "No such file: /home/user/.netrc"))
     ] * 10
     answer = call(query="anything")
     assert answer.startswith("**Error:** arXiv could not be reached: a network error occurred")
-    monkeypatch.setattr(env.library, "settings", am.Settings(deadline=600))
+    monkeypatch.setattr(env.library, "settings", am.Settings(call_seconds=600))
     monkeypatch.setattr(
         am, "format_overview", lambda *a, **k: Path("/nonexistent/secret/path").read_text()
     )
@@ -9469,7 +9486,7 @@ def test_many_papers_at_once_all_complete(env):
 
 
 def test_cache_is_bounded_by_count(env):
-    library = am.PaperLibrary(am.Settings(cache_papers=1, deadline=600), env.library.limiter)
+    library = am.PaperLibrary(am.Settings(cache_papers=1, call_seconds=600), env.library.limiter)
     env.feeds["1111.2011"] = ATOM_1111
     env.pdfs["1111.2011"] = PDF_1111
     library.read("1111.2011v2")
