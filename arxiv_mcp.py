@@ -172,9 +172,9 @@ class Settings:
             raw = (environ.get(name) or environ.get(_ALSO_NAMED.get(field.name, ""), "")).strip()
             if not raw:
                 continue
-            kind: Any = type(field.default)
+            field_type: Any = type(field.default)
             switch = _SWITCH_WORDS.get(raw.casefold())
-            if kind is bool:
+            if field_type is bool:
                 if switch is None:
                     log.warning("%s must be %s; using the default", name, _SWITCH_VALUES)
                 else:
@@ -184,9 +184,9 @@ class Settings:
                 values[field.name] = "off"
                 continue
             try:
-                value = kind(raw)
+                value = field_type(raw)
             except ValueError:
-                log.warning("%s is not a valid %s; using the default", name, kind.__name__)
+                log.warning("%s is not a valid %s; using the default", name, field_type.__name__)
                 continue
             template = _URL_TEMPLATES.get(field.name, "")
             holding = f" containing {template}" if template else ""
@@ -2421,10 +2421,10 @@ def fetch_snippets(
     ``/paper/batch`` request for all of them (none when it fails: never guessed).  The query is
     sent to Semantic Scholar.  Raises ArxivError naming it, as ``fetch_scholarly`` does."""
     sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=0)
-    asked = {"query": query, "limit": str(limit)}
+    params = {"query": query, "limit": str(limit)}
     if dates:
-        asked["publicationDateOrYear"] = dates
-    path = "snippet/search?" + urllib.parse.urlencode(asked, quote_via=urllib.parse.quote)
+        params["publicationDateOrYear"] = dates
+    path = "snippet/search?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
     snippets = parse_snippets(_s2_get(S2_SNIPPETS, path, sender) or b'{"data": []}')
     unnamed = list(dict.fromkeys(s.corpus_id for s in snippets if not s.arxiv_id))
     if not unnamed:
@@ -3413,9 +3413,9 @@ def _with_reference_list(found: list[Section], scanned: _Scanned) -> list[Sectio
     )
 
 
-def _position(records: Sequence[Section], record: Section) -> int:
-    """Where ``record`` itself stands in ``records`` (by identity: two headings can be equal)."""
-    return next(index for index, each in enumerate(records) if each is record)
+def _position(sections: Sequence[Section], section: Section) -> int:
+    """Where ``section`` itself stands in ``sections`` (by identity: two headings can be equal)."""
+    return next(index for index, each in enumerate(sections) if each is section)
 
 
 def _counterpart(
@@ -4213,8 +4213,8 @@ class _PageGlyphs:
         # (CMEX's ∑ is "X").
         self.lines: list[list[_Char]] = []
         unknown: list[tuple[list[_Char], int, tuple[float, float]]] = []  # (line, index, origin)
-        kind = "rawdict" if per_character else "dict"
-        for block in page.get_text(kind, flags=pymupdf.TEXT_PRESERVE_WHITESPACE)["blocks"]:
+        layout = "rawdict" if per_character else "dict"
+        for block in page.get_text(layout, flags=pymupdf.TEXT_PRESERVE_WHITESPACE)["blocks"]:
             for line in block.get("lines", []):
                 pieces: list[_Char] = []
                 for span in line["spans"]:
@@ -4400,10 +4400,10 @@ def _captioned(boxes: Sequence[_Box], page: int) -> list[tuple[Region, list[int]
         caption = _clean_passage(_strip_markup(box.text)) if box.kind in ("caption", "text") else ""
         if not (m := _CAPTION_LABEL.match(caption)):
             continue
-        kind = _kind_of(m["kind"])
+        visual = _kind_of(m["kind"])
         searches = (
             [("picture", True), ("picture", False)]
-            if kind == "Figure"
+            if visual == "Figure"
             else [("table", False), ("table", True), ("picture", False), ("picture", True)]
         )
         for name, above in searches:
@@ -4417,7 +4417,7 @@ def _captioned(boxes: Sequence[_Box], page: int) -> list[tuple[Region, list[int]
                 found.append(
                     (
                         Region(
-                            kind,
+                            visual,
                             m["number"],
                             page,
                             _union([boxes[i].bbox for i in members]),
@@ -6324,8 +6324,8 @@ def _entry_texts(listed: str) -> list[str]:
     led by their citation keys, else author-year (``Surname, I. ... 2015``), else a list's
     items."""
     starts = [listed.rfind("\n", 0, at) + 1 for at, _ in _numbered_entries(listed)]
-    for kind in (_KEYED_ENTRY, _AUTHOR_YEAR_ENTRY, _LISTED_ENTRY):
-        starts = starts or [m.start() for m in kind.finditer(listed)]
+    for pattern in (_KEYED_ENTRY, _AUTHOR_YEAR_ENTRY, _LISTED_ENTRY):
+        starts = starts or [m.start() for m in pattern.finditer(listed)]
     return [listed[a:b].strip() for a, b in zip(starts, [*starts[1:], len(listed)])]
 
 
@@ -6546,8 +6546,8 @@ def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
         ("url", paper.abs_url),
     ]
     body = "".join(f"  {name} = {{{value}}},\n" for name, value in fields if value)  # none made up
-    kind = {"conference": "inproceedings", "journal": "article"}.get(venue.kind, "misc")
-    return f"@{kind}{{{bibtex_key(paper, year)},\n{body}}}"
+    entry_type = {"conference": "inproceedings", "journal": "article"}.get(venue.kind, "misc")
+    return f"@{entry_type}{{{bibtex_key(paper, year)},\n{body}}}"
 
 
 # Finding a passage: the words of a query that weigh, each matching its forms, and "quoted phrases"
@@ -7987,10 +7987,10 @@ def format_listing(request: SearchRequest, listing: Listing, find: str = "") -> 
 def _announced_line(rank: int, item: Announced) -> str:
     """An announced paper's line, as a search lists it, with what its announcement is when it is
     not new."""
-    kind = f" · {ANNOUNCE_TYPES[item.announce_type]}" if item.announce_type != "new" else ""
+    announced = f" · {ANNOUNCE_TYPES[item.announce_type]}" if item.announce_type != "new" else ""
     return (
         f"{rank}. **{item.paper.title}** — {_short_authors(item.paper.authors)} · "
-        f"`{item.paper.arxiv_id}` · {item.paper.primary_category}{kind}"
+        f"`{item.paper.arxiv_id}` · {item.paper.primary_category}{announced}"
     )
 
 
@@ -8405,17 +8405,17 @@ def _record(value: Any) -> bytes:
 def _hint_parts(hint: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any] | None]:
     """A hint's origin, arguments and, for a record (a dataclass), its fields' hints: asked once
     per type, not once per item of a record read back (a 64-page structure pass: 16 -> 8 ms)."""
-    record = isinstance(hint, type) and dataclasses.is_dataclass(hint)
+    is_record = isinstance(hint, type) and dataclasses.is_dataclass(hint)
     return (
         typing.get_origin(hint),
         typing.get_args(hint),
-        typing.get_type_hints(hint) if record else None,
+        typing.get_type_hints(hint) if is_record else None,
     )
 
 
-def _from_record(kind: Any, data: bytes | None) -> Any:
-    """The ``kind`` of record that ``_record`` wrote as ``data``, or None when there is none or it
-    is of another shape (a kept file of an older layout is not read)."""
+def _from_record(record_type: Any, data: bytes | None) -> Any:
+    """The ``record_type`` record that ``_record`` wrote as ``data``, or None when there is none or
+    it is of another shape (a kept file of an older layout is not read)."""
 
     def built(hint: Any, item: Any) -> Any:
         origin, args, hints = _hint_parts(hint)
@@ -8437,7 +8437,7 @@ def _from_record(kind: Any, data: bytes | None) -> Any:
         return item
 
     try:
-        return built(kind, json.loads(data)) if data else None
+        return built(record_type, json.loads(data)) if data else None
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, StopIteration):
         return None
 
@@ -10166,10 +10166,10 @@ def _keep_newest(kept: OrderedDict[Any, Any], items: Iterable[tuple[Any, Any]], 
 class SemanticScholar:
     """The library's Semantic Scholar: every answer of it the library asks, through its client
     (``Client``), each request under its endpoint's ``Service``, each answer kept as its ``Kind``
-    says: a paper's counts and venue, its citations and references (``record``), a page of search
-    results' counts (``counts``) and passages across arXiv (``snippets``).  ``asked``: whether the
-    library asks it of its own accord (the server's, unless ARXIV_S2_URL is off: a paper's counts
-    and venue, a page's counts, the passages across arXiv)."""
+    says: a paper's counts and venue, its citations and references (``record_future``), a page of
+    search results' counts (``counts``) and passages across arXiv (``snippets``).  ``unprompted``:
+    whether the library asks it of its own accord (the server's, unless ARXIV_S2_URL is off: a
+    paper's counts and venue, a page's counts, the passages across arXiv)."""
 
     # the kind of answer each of its records of a paper is
     KINDS: typing.ClassVar[dict[type, Kind]] = {
@@ -10178,11 +10178,11 @@ class SemanticScholar:
         CitedPapers: S2_CITED,
     }
 
-    def __init__(self, client: Client, asked: bool):
+    def __init__(self, client: Client, unprompted: bool):
         self.client = client
-        self.asked = asked
+        self.unprompted = unprompted
 
-    def record(
+    def record_future(
         self, record_type: type, base: str, fetch: Callable[..., Any]
     ) -> "concurrent.futures.Future[Fetched[bytes]]":
         """The one fetch of its ``record_type`` record of the paper ``base`` (an id without
@@ -10193,11 +10193,11 @@ class SemanticScholar:
         )
 
     def waited(self, record_type: type, base: str, fetch: Callable[..., Any], wait: float) -> Any:
-        """Its ``record_type`` record of the paper ``base`` (``record``), waited for ``wait``
+        """Its ``record_type`` record of the paper ``base`` (``record_future``), waited for ``wait``
         seconds at most: the fetch goes on past it and is kept.  Raises ArxivError naming it,
         ``_S2_SLOW`` past the wait."""
         deadline = self.client.limiter.clock() + wait
-        future = self.record(record_type, base, fetch)
+        future = self.record_future(record_type, base, fetch)
         return _from_record(record_type, self.client.wait(future, deadline, _S2_SLOW).value)
 
     def linked(self, arxiv_id: str, kind: type[LinkedPapers], wait: float) -> LinkedPapers | None:
@@ -10217,7 +10217,7 @@ class SemanticScholar:
         """How often each of a search's ``papers`` is cited, within ``_S2_COUNTS_WAIT`` seconds,
         when ``asked`` (kept on disk a day, as its other answers); none when it is later or
         fails."""
-        if not self.asked or not papers:
+        if not self.unprompted or not papers:
             return {}
         ids = [paper.arxiv_id for paper in papers]
         try:  # the same page of results asked twice at once: one request
@@ -10357,7 +10357,7 @@ class PaperDownloads:
         when the API cannot answer, the latest that arXiv serves).  Semantic Scholar's counts, for
         the server's library, are read from the disk first, else asked beside.  Each step is asked
         whether it is needed with the lock held."""
-        if self.library.semantic_scholar.asked:
+        if self.library.semantic_scholar.unprompted:
             self.ask_scholarly(state)
         changed = self.library.scheduler.changed
         with changed:
@@ -10459,9 +10459,9 @@ class PaperDownloads:
 
     def ask_scholarly(self, state: _PaperState) -> None:
         """Semantic Scholar's counts and venue of the paper, written into its state when the one
-        fetch for the paper (``SemanticScholar.record``: the disk's day-old answer, else a request)
-        brings them, never waited on; a throttle or a failure is kept nowhere, and the paper goes
-        without."""
+        fetch for the paper (``SemanticScholar.record_future``: the disk's day-old answer, else a
+        request) brings them, never waited on; a throttle or a failure is kept nowhere, and the
+        paper goes without."""
         base = _split_version(state.arxiv_id)[0]
 
         def answered(future: "concurrent.futures.Future[Fetched[Any]]") -> None:
@@ -10471,9 +10471,9 @@ class PaperDownloads:
                 with self.library.scheduler.changed:
                     state.metadata.scholarly = _from_record(Scholarly, future.result().value)
 
-        self.library.semantic_scholar.record(Scholarly, base, fetch_scholarly).add_done_callback(
-            answered
-        )
+        self.library.semantic_scholar.record_future(
+            Scholarly, base, fetch_scholarly
+        ).add_done_callback(answered)
 
     def refresh(self, state: _PaperState) -> None:
         """Ask the API again, in the background, for metadata that came from the paper itself, once
@@ -10579,7 +10579,7 @@ class PaperLibrary:
 
     def scholarly(self, arxiv_id: str, wait: float) -> Scholarly | None:
         """Semantic Scholar's counts and venue of the paper, for the server's library
-        (``SemanticScholar.asked``): known (in memory, or on disk for a day), else waited for
+        (``SemanticScholar.unprompted``): known (in memory, or on disk for a day), else waited for
         ``wait`` seconds at most; None for the plain functions, or when it does not know the
         paper.  Raises ArxivError when it cannot answer now, or is slow (``_S2_SLOW``)."""
         base = _split_version(arxiv_id)[0]
@@ -10591,7 +10591,7 @@ class PaperLibrary:
             ]
         if (
             found := next(filter(None, known), None)
-        ) is not None or not self.semantic_scholar.asked:
+        ) is not None or not self.semantic_scholar.unprompted:
             return found
         return self.semantic_scholar.waited(Scholarly, base, fetch_scholarly, wait)
 
@@ -11266,9 +11266,9 @@ def _semantic_scholar_by_meaning(
 
 def _sends_words(library: PaperLibrary) -> bool:
     """Whether ``library`` sends the words of `find` and of a search that arXiv finds nothing for
-    to Semantic Scholar's snippet search: the server's (``SemanticScholar.asked``), unless
+    to Semantic Scholar's snippet search: the server's (``SemanticScholar.unprompted``), unless
     ``ARXIV_S2_SNIPPETS`` is off."""
-    return library.semantic_scholar.asked and library.settings.s2_snippets
+    return library.semantic_scholar.unprompted and library.settings.s2_snippets
 
 
 def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | None) -> Answer:
@@ -11277,13 +11277,13 @@ def answer_find_across(call: "ToolCall", library: PaperLibrary, _: Listener | No
     (``_semantic_scholar_by_meaning``, where ``_sends_words``; one line when a setting turns it
     off)."""
     named = several_papers(call.paper)
-    asked = named is None and library.semantic_scholar.asked  # the server's, for `find` alone
+    unprompted = named is None and library.semantic_scholar.unprompted  # `find` alone
     off = not library.settings.s2_snippets
     words = _plain_words(call.find or "")
     across = named is None and _sends_words(library) and bool(words)  # not syntax alone
     budget = _FIND_BESIDE if across else _FIND_CHARS
     found = find_in_papers(named, call.find, call.section, library=library, budget=budget)
-    if found.startswith(ERROR) or not asked:
+    if found.startswith(ERROR) or not unprompted:
         return Answer(found)
     if off:
         return Answer(f"{found}\n\n{_ACROSS_OFF}")
@@ -11339,8 +11339,8 @@ def answer_citations(call: ReadCall) -> Answer:
     wait = call.s2_wait
     deadline = library.limiter.clock() + wait
     counted = (  # the paper's own count, for the total: asked beside the list, within its wait
-        scholar.record(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
-        if scholar.asked
+        scholar.record_future(Scholarly, _split_version(call.arxiv_id)[0], fetch_scholarly)
+        if scholar.unprompted
         else None
     )
     if (citing := scholar.linked(call.arxiv_id, CitingPapers, wait)) is None:
@@ -11458,10 +11458,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolMode:
-    """One thing the tool does, declared once: which calls ask for it, and its answer."""
+    """One thing the tool does, declared once: which calls it answers (``answers_call``), and its
+    answer."""
 
     name: str
-    asks: Callable[[ToolCall], bool]
+    answers_call: Callable[[ToolCall], bool]
     answer: Callable[[ToolCall, PaperLibrary, Listener | None], Answer]
 
 
@@ -11518,7 +11519,7 @@ TOOL_MODES = {
     for mode in (
         ToolMode(  # ``find`` across the papers named, or every paper read so far
             name="find across",
-            asks=lambda call: (
+            answers_call=lambda call: (
                 several_papers(call.paper) is not None
                 or (bool(call.find) and not call.paper and not call.searching)
             ),
@@ -11526,7 +11527,7 @@ TOOL_MODES = {
         ),
         ToolMode(  # one paper (``read_answer``)
             name="read",
-            asks=lambda call: bool(call.paper),
+            answers_call=lambda call: bool(call.paper),
             answer=lambda call, library, listener: read_answer(
                 call.paper or "",
                 call.section,
@@ -11538,7 +11539,7 @@ TOOL_MODES = {
         ),
         ToolMode(  # categories alone: no query, no dates, the default sort
             name="listing",
-            asks=lambda call: (
+            answers_call=lambda call: (
                 bool(call.category_list)
                 and not (call.query or "").strip()
                 and not call.submitted_from
@@ -11549,7 +11550,7 @@ TOOL_MODES = {
         ),
         ToolMode(  # one page of an API search
             name="search",
-            asks=lambda call: call.searching and not call.find,
+            answers_call=lambda call: call.searching and not call.find,
             answer=answer_search,
         ),
     )
@@ -11566,7 +11567,7 @@ def arxiv_answer(
     try:
         if call.paper and call.searching:
             return Answer(f"{ERROR} {_READ_OR_SEARCH}")
-        mode = next((mode for mode in TOOL_MODES.values() if mode.asks(call)), None)
+        mode = next((mode for mode in TOOL_MODES.values() if mode.answers_call(call)), None)
         if mode is None:
             return Answer(f"{ERROR} {_FIND_OR_QUERY if call.find else _NOTHING_ASKED}")
         return mode.answer(call, library or LIBRARY, listener)

@@ -7306,7 +7306,9 @@ def test_no_paper_read_holding_the_words_is_one_line_with_no_empty_heading(html_
 def test_several_papers_need_find_and_at_most_ten(html_env):
     for paper in ("2203.00274v2, 1111.2011v2", None):  # a tool mode of its own, never a read
         asked = am.ToolCall(paper=paper, find="tables")
-        assert next(m for m in am.TOOL_MODES.values() if m.asks(asked)).name == "find across"
+        assert (
+            next(m for m in am.TOOL_MODES.values() if m.answers_call(asked)).name == "find across"
+        )
     assert am.several_papers("https://arxiv.org/abs/1111.2011v2") is None
     for asked in (
         {"paper": "2203.00274v2, 1111.2011v2"},
