@@ -206,7 +206,8 @@ class Settings:
                     )
                 ),
             }
-            if rule := next((rule for rule, broken in wrong.items() if broken), None):
+            rule = next((rule for rule, broken in wrong.items() if broken), None)
+            if rule:
                 log.warning("%s must be %s; using the default", name, rule)
                 continue
             values[field.name] = value
@@ -391,7 +392,8 @@ _MAX_INPUT = 2048  # longer text is no identifier and not worth scanning
 
 def _canonical_id(text: str) -> str | None:
     """The canonical form of a bare identifier (whole string), or None."""
-    if m := _MODERN_ID.fullmatch(text):
+    m = _MODERN_ID.fullmatch(text)
+    if m:
         year = int(m["yy"])
         five_digits = len(m["number"]) == 5
         # 4-digit numbers ran from 0704 to 1412, 5-digit ones since 1501.
@@ -399,7 +401,8 @@ def _canonical_id(text: str) -> str | None:
             version = f"v{m['version']}" if m["version"] else ""
             return f"{m['yy']}{m['mm']}.{m['number']}{version}"
         return None
-    if m := _LEGACY_ID.fullmatch(text):
+    m = _LEGACY_ID.fullmatch(text)
+    if m:
         archive = m["archive"].lower()
         year = int(m["yy"])
         month = int(m["mm"])
@@ -460,9 +463,11 @@ def parse_arxiv_id(text: str) -> str | None:
             text = parts.path.lstrip("/")
         else:
             return None
-    if m := re.fullmatch(r"(?:doi:\s*)?10\.48550/arxiv\.(?P<id>.+)", text, re.I):
+    m = re.fullmatch(r"(?:doi:\s*)?10\.48550/arxiv\.(?P<id>.+)", text, re.I)
+    if m:
         return _canonical_id(m["id"])
-    if m := re.fullmatch(r"arxiv:\s*(?P<id>.+)", text, re.I):
+    m = re.fullmatch(r"arxiv:\s*(?P<id>.+)", text, re.I)
+    if m:
         text = m["id"]
     return _canonical_id(text)
 
@@ -931,11 +936,10 @@ class SharedLimiter(RateLimiter):
         try:
             if self.shared:
                 os.makedirs(self.folder, mode=0o700, exist_ok=True)
-                if (
-                    descriptor := _lock_file(
-                        os.path.join(self.folder, name), until, self.clock, self.sleep
-                    )
-                ) is None:
+                descriptor = _lock_file(
+                    os.path.join(self.folder, name), until, self.clock, self.sleep
+                )
+                if descriptor is None:
                     raise ArxivError(late, transient=True)
                 return descriptor
         except OSError as error:
@@ -1180,7 +1184,8 @@ def _service_of(url: str, accept: str, settings: Settings) -> Service:
     host and first path segment (``mirror.example/api``: an API cools down on its own, not the PDFs
     of its host), called arXiv in its errors."""
     declared = {service.url(settings).split("{", 1)[0]: service for service in reversed(SERVICES)}
-    if bases := [base for base in declared if base and url.startswith(base)]:
+    bases = [base for base in declared if base and url.startswith(base)]
+    if bases:
         return declared[max(bases, key=len)]
     parts = urllib.parse.urlsplit(url)
     name = f"{parts.hostname or ''}/{parts.path.lstrip('/').split('/', 1)[0]}"
@@ -1813,14 +1818,12 @@ def build_search(
     max_results: int = _DEFAULT["max_results"],
     start: int = _DEFAULT["start"],
 ) -> SearchRequest:
-    """Validate search arguments and build the API's ``search_query``.
-
-    Plain words are ANDed over all fields (``all:w1 AND all:w2``), as written but for their
-    sentence's punctuation and, where others remain, the words that carry no meaning
-    (``_query_words``); a query with fields (``ti:``, ``au:`` ...), boolean operators, quotes or
-    parentheses is passed on as written.  Categories are
-    ORed together and ANDed with the query; a date range becomes ``submittedDate:[FROM TO TO]`` with
-    12-digit GMT times, either end optional.  Raises ArxivError naming the first bad argument."""
+    """Validate search arguments and build the API's ``search_query``: plain words ANDed over all
+    fields (``all:w1 AND all:w2``), as written but for their sentence's punctuation and, where
+    others remain, the words that carry no meaning (``_query_words``); a query with fields
+    (``ti:``, ``au:`` ...), boolean operators, quotes or parentheses as written; categories ORed
+    together and ANDed with the query; a date range as ``submittedDate:[FROM TO TO]`` with 12-digit
+    GMT times, either end optional.  Raises ArxivError naming the first bad argument."""
     query = " ".join((query or "").split())
     categories = tuple(c for c in (categories or ()) if c and c.strip())
     # Each rule, and what it says when it is broken; the first broken one is raised.
@@ -1833,7 +1836,8 @@ def build_search(
         f"start must be between 0 and {MAX_START:,}.": not 0 <= start <= MAX_START,
         f"Give at most {MAX_CATEGORIES} categories.": len(categories) > MAX_CATEGORIES,
     }
-    if message := next((message for message, broken in wrong.items() if broken), None):
+    message = next((message for message, broken in wrong.items() if broken), None)
+    if message:
         raise ArxivError(message)
     terms = []
     if query:
@@ -2157,7 +2161,8 @@ def parse_scholarly(body: bytes) -> Scholarly:
         journal = paper.get("journal") or {}
         kind = "conference" if "Conference" in (paper.get("publicationTypes") or ()) else "journal"
         # a journal by its name ("Nature Machine Intelligence"), not S2's abbreviation of it
-        venue = str((kind == "journal" and journal.get("name")) or paper.get("venue") or "").strip()
+        journal_name = journal.get("name") if kind == "journal" else None
+        venue = str(journal_name or paper.get("venue") or "").strip()
         if venue.lower() in _PREPRINT_VENUES or str(journal.get("name", "")).lower() == "arxiv":
             venue = ""
         return Scholarly(
@@ -2771,7 +2776,8 @@ def _hidden_spans(
         (n, span) for n, line in enumerate(lines) for span in line["spans"] if span["text"].strip()
     ]
     for _, group in itertools.groupby(drawn, key=lambda item: id(item[1]) in hiding):
-        if id((run := list(group))[0][1]) not in hiding:
+        run = list(group)
+        if id(run[0][1]) not in hiding:
             continue
         text = _spelt(
             "\n".join(
@@ -2829,7 +2835,8 @@ def _passages(page_blocks: Sequence[Sequence[str]]) -> tuple[Passage, ...]:
     offset = 0
     for page, blocks in enumerate(page_blocks, start=1):
         for block in blocks:
-            if text := _clean_passage(block):
+            text = _clean_passage(block)
+            if text:
                 passages.append(Passage(page, offset, text))
             offset += len(block)
     return tuple(passages)
@@ -3230,7 +3237,7 @@ def _heading_line(
                 and lines[i + 1].offset - lines[i].offset <= 2 * _SHORT_LINE
             ):
                 candidates.append(f"{lines[i].text} {lines[i + 1].text}")
-            if heading := next(
+            heading = next(
                 (
                     text
                     for text in candidates
@@ -3241,7 +3248,8 @@ def _heading_line(
                     )
                 ),
                 "",
-            ):
+            )
+            if heading:
                 return i, heading
     return None, ""
 
@@ -3813,7 +3821,8 @@ def _shortened(text: str, limit: int) -> str:
         return text
     cut = text[:limit].rsplit(" ", 1)[0]
     closed = [m.end() for m in _TEX_MATH.finditer(cut)]
-    if (opened := cut.find("$", closed[-1] if closed else 0)) >= 0:
+    opened = cut.find("$", closed[-1] if closed else 0)
+    if opened >= 0:
         cut = cut[:opened].rstrip()
     return cut + "…"
 
@@ -3821,7 +3830,8 @@ def _shortened(text: str, limit: int) -> str:
 def _announces(sentence: str) -> bool:
     """Whether ``sentence`` only announces its section (``_ANNOUNCING``, naming little of what is in
     it)."""
-    if not (m := _ANNOUNCING.match(sentence)):
+    m = _ANNOUNCING.match(sentence)
+    if not m:
         return False
     words = re.findall(r"[^\W\d_]{4,}", sentence[m.end() :].lower())
     return sum(word not in _ANNOUNCING_WORDS for word in words) < _NAMED_CONTENT
@@ -4398,7 +4408,8 @@ def _captioned(boxes: Sequence[_Box], page: int) -> list[tuple[Region, list[int]
     taken: set[int] = set()
     for box in boxes:
         caption = _clean_passage(_strip_markup(box.text)) if box.kind in ("caption", "text") else ""
-        if not (m := _CAPTION_LABEL.match(caption)):
+        m = _CAPTION_LABEL.match(caption)
+        if not m:
             continue
         visual = _kind_of(m["kind"])
         searches = (
@@ -4412,7 +4423,8 @@ def _captioned(boxes: Sequence[_Box], page: int) -> list[tuple[Region, list[int]
                 for i, other in enumerate(boxes)
                 if other.kind == name and i not in taken
             }
-            if members := _stacked(box.bbox, free, above):
+            members = _stacked(box.bbox, free, above)
+            if members:
                 taken.update(members)
                 found.append(
                     (
@@ -4452,7 +4464,8 @@ def _equations(
         # equations whose rows the layout did not tell apart.
         numbers = []
         for row, line in enumerate(lines):
-            if m := _EQUATION_NUMBER.search(line):
+            m = _EQUATION_NUMBER.search(line)
+            if m:
                 numbers.append(m["number"])
                 lines[row] = line[: m.start()].rstrip(" ,.;")
         text = " ".join(line for line in lines if line)
@@ -4611,7 +4624,8 @@ def convert_page(
     ``fallback``, and costs only itself; the failure is logged (its traceback at debug level)."""
     try:
         converted = _page_markdown(doc, page)
-        if hidden := _page_blocks(_pdf_page(doc, page))[1] if hidden is None else hidden:
+        hidden = _page_blocks(_pdf_page(doc, page))[1] if hidden is None else hidden
+        if hidden:
             return dataclasses.replace(
                 converted, markdown=_without_hidden(converted.markdown, hidden)
             )
@@ -4876,7 +4890,8 @@ def pdf_front(doc: "pymupdf.Document", first_page_blocks: Sequence[str]) -> Fron
 def _first_page_abstract(blocks: Sequence[str]) -> str:
     """The abstract on a first page's text blocks, or ""."""
     for index, block in enumerate(blocks):
-        if label := _ABSTRACT_LABEL.match(block):
+        label = _ABSTRACT_LABEL.match(block)
+        if label:
             parts = [block[label.end() :]]
             for later in blocks[index + 1 :]:
                 if (
@@ -5281,12 +5296,12 @@ def _css_colour(value: str) -> _Colour | None:
     """A CSS colour (``#FFF``, ``#FFFFFF``, ``rgb(255, 255, 255)``, ``white``) as RGB shares of
     full; None for any other."""
     value = value.strip().lower()
-    if m := re.fullmatch(r"#([0-9a-f]{3}|[0-9a-f]{6})", value):
+    m = re.fullmatch(r"#([0-9a-f]{3}|[0-9a-f]{6})", value)
+    if m:
         digits = m[1] if len(m[1]) == 6 else "".join(ch * 2 for ch in m[1])
         return _srgb(int(digits, 16))
-    if m := re.fullmatch(
-        r"rgba?\(\s*([0-9.]+)[\s,]+([0-9.]+)[\s,]+([0-9.]+)\s*(?:[,/][^)]*)?\)", value
-    ):
+    m = re.fullmatch(r"rgba?\(\s*([0-9.]+)[\s,]+([0-9.]+)[\s,]+([0-9.]+)\s*(?:[,/][^)]*)?\)", value)
+    if m:
         return tuple(min(1.0, float(part) / 255) for part in m.groups())
     return _WHITE if value == "white" else None
 
@@ -5301,7 +5316,8 @@ def _style_hiding(style: str, backdrop: bool) -> tuple[str, bool]:
         name.lower(): value.strip().lower() for name, value in _CSS_DECLARATION.findall(style)
     }
     for name in _CSS_BACKGROUNDS:
-        if (value := declared.get(name, "none")) not in _CSS_NO_BACKGROUND:
+        value = declared.get(name, "none")
+        if value not in _CSS_NO_BACKGROUND:
             colour = _css_colour(value)
             backdrop = backdrop or colour is None or not _alike(colour, _WHITE)
     for name, value in _CSS_HIDING.items():
@@ -5550,9 +5566,8 @@ class _LatexmlWriter(_LatexmlInline):
     def heading(self, node: _Node, level: int) -> None:
         """A section's heading as ``## 3 Title``, a run-in one as the bold start of its paragraph,
         the document's title as ``# Title``."""
-        if run_in := next(
-            (form for name, form in _LTX_RUN_IN.items() if name in node.classes), None
-        ):
+        run_in = next((form for name, form in _LTX_RUN_IN.items() if name in node.classes), None)
+        if run_in:
             emphasis, stop = run_in
             title = self.text(node).rstrip(".:")
             if title[-1:] in "?!":
@@ -6062,7 +6077,8 @@ def parse_read(section: str | None = None, find: str | None = None) -> ReadReque
             "figures."
         )
     head, _, within = choice.partition(" ")
-    if (mode := _mode_of(head)) and mode.within and not words:
+    mode = _mode_of(head)
+    if mode and mode.within and not words:
         return ReadRequest(
             mode, tuple(part for part in (p.strip() for p in within.split(",")) if part)
         )
@@ -6379,7 +6395,8 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
         # before the first section a raised number is an affiliation's mark
         marks = section is None and citation[0].startswith("<")
         for key in named if 0 not in named and not marks else ():  # no entry is 0: "[0, 1]"
-            if len(found := keys.get(key, [])) == 1:
+            found = keys.get(key, [])
+            if len(found) == 1:
                 cited[found[0]].append((section.number or section.title) if section else "")
     return [
         Reference(
@@ -7402,7 +7419,8 @@ def format_sections(
     )
     listed = [row.section for row in rows]
     owns = [_counterpart(section, listed, text.sections) for section in sections]
-    if missing := [s.label for s, own in zip(sections, owns) if own is None]:
+    missing = [s.label for s, own in zip(sections, owns) if own is None]
+    if missing:
         return f'{ERROR} The converted text has no section "{missing[0]}"; read it with "full".'
     parts = [f"# {paper.title} (arXiv:{paper.arxiv_id})"]
     cited: list[str] = []
@@ -7573,7 +7591,8 @@ def _ranking(query: str) -> str:
     ranking = f"Ranked by {said}{forms} (BM25: a rarer word weighs more)"
     if len(terms) > 1:
         ranking += ", passages with every word first"
-    if weightless := _weightless(query):
+    weightless = _weightless(query)
+    if weightless:
         ranking += f"; {', '.join(weightless)}: no weight"
     return f"{ranking}."
 
@@ -7675,7 +7694,8 @@ def _term_counts(passages: Sequence[Passage], terms: Sequence[_Term]) -> list[li
     offset: C speed."""
     texts = [passage.text for passage in passages]
     # a NUL of its own: none in a cleaned text
-    if (joined := "\0".join(texts)).count("\0") >= len(texts):
+    joined = "\0".join(texts)
+    if joined.count("\0") >= len(texts):
         joined = "\0".join(text.replace("\0", " ") for text in texts)
     folded = _quick_fold(joined)
     starts = list(itertools.accumulate((len(part) + 1 for part in folded.split("\0")), initial=0))
@@ -7909,7 +7929,8 @@ def _on_arxiv(snippets: Sequence[Snippet]) -> dict[str, list[Snippet]]:
 
 def _left_out(snippets: Sequence[Snippet]) -> str:
     """`` Left out: 2 papers not on arXiv.``, where S2 found any; else ""."""
-    if elsewhere := len({s.corpus_id for s in snippets if not s.arxiv_id}):
+    elsewhere = len({s.corpus_id for s in snippets if not s.arxiv_id})
+    if elsewhere:
         return f" Left out: {elsewhere} {_plural(elsewhere, 'paper')} not on arXiv."
     return ""
 
@@ -8663,7 +8684,8 @@ class Flights:
         ArxivError once closed), whose answer is then remembered ``remember`` seconds (a failure
         never)."""
         with self._lock:
-            if (future := self._flying.get(key)) is not None:
+            future = self._flying.get(key)
+            if future is not None:
                 return future
             until, remembered = self._remembered.get(key, (-math.inf, None))
             if remembered is not None and self.clock() < until:
@@ -8791,7 +8813,8 @@ class Client:
         """What the disk keeps of ``kind`` of ``key`` and can serve (``any_age``: however old; not
         ``use``: not counted as a use for the eviction), or None; the ArxivError kept of it
         (``Kind.failure_age``)."""
-        if (cache := self._on_disk(kind, key)) is None:
+        cache = self._on_disk(kind, key)
+        if cache is None:
             return None
         if kind.failure_age is not None:
             said = cache.get(f"no-{kind.name}", key, kind.failure_age, use=use)
@@ -8802,7 +8825,8 @@ class Client:
 
     def keep(self, kind: Kind, key: str, value: Any) -> None:
         """Keep ``value`` as ``kind`` of ``key``, where its declaration keeps it on disk."""
-        if (cache := self._on_disk(kind, key)) is not None:
+        cache = self._on_disk(kind, key)
+        if cache is not None:
             cache.put(kind.name, key, kind.write(value))
 
     def keys(self, kind: Kind) -> list[str]:
@@ -8814,7 +8838,8 @@ class Client:
     ) -> Fetched[_Kept]:
         """A flight (``fetch``): what the disk keeps; else, as the one process that fetches the
         key (where it is kept), what another process kept meanwhile, else ``ask(sender)``, kept."""
-        if (kept := self.kept(kind, key)) is not None:
+        kept = self.kept(kind, key)
+        if kept is not None:
             return Fetched(value=kept, from_disk=True)
         # a flight without a deadline waits for another process's fetch a call's length at most: a
         # holder stuck elsewhere costs that, then the next call asks again
@@ -8822,7 +8847,8 @@ class Client:
         if until is None:
             until = self.limiter.clock() + self.settings.call_seconds
         with self._one_fetch(kind, key, until):
-            if (kept := self.kept(kind, key)) is not None:
+            kept = self.kept(kind, key)
+            if kept is not None:
                 return Fetched(value=kept, from_disk=True)
             try:
                 fetched = ask(sender)
@@ -8843,7 +8869,8 @@ class Client:
         fetches what it needs)."""
         descriptor = None
         with contextlib.suppress(OSError):
-            if (cache := self._on_disk(kind, key)) is not None:
+            cache = self._on_disk(kind, key)
+            if cache is not None:
                 folder = os.path.join(cache.folder, _LOCKS)
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 name = f"fetch-{hashlib.sha256(f'{kind.name} {key}'.encode()).hexdigest()}"
@@ -8875,7 +8902,8 @@ class _Guarded:
         if CHECK_LOCKS and self._lock is not None and not self._lock._is_owned():  # type: ignore[attr-defined]
             raise LockRuleBroken(f"{type(self).__name__}.{name} was written without its lock")
         object.__setattr__(self, name, value)
-        if (paper := self._paper) is not None:
+        paper = self._paper
+        if paper is not None:
             object.__setattr__(paper, "revision", paper.revision + 1)
             typing.cast(threading.Condition, self._lock).notify_all()
 
@@ -9314,7 +9342,8 @@ class PdfSource(TextSource):
     ) -> "Reading | None":
         """Once the pages that ``request`` needs are converted."""
         pdf = self.pdf
-        if (visuals := pdf.with_pdf(Reading(paper=paper, text=None, source=self), needed)) is None:
+        visuals = pdf.with_pdf(Reading(paper=paper, text=None, source=self), needed)
+        if visuals is None:
             return None
         match request.mode.needs, pdf.structure.overview:
             case Needs.METADATA | Needs.PASSAGES, overview:  # the raw text, the outline's sections
@@ -9429,7 +9458,8 @@ class _PaperState(_Guarded):
     @property
     def hidden(self) -> tuple[Hidden, ...]:
         """The hidden passages of the text it is read from."""
-        return parsed.hidden if (parsed := self.text_source.parsed_text()) else ()
+        parsed = self.text_source.parsed_text()
+        return parsed.hidden if parsed else ()
 
     def pages_needed(self, request: ReadRequest, max_pages: int) -> set[int]:
         """The pages of its PDF still to convert for ``request``: those of its figures, tables and
@@ -9520,7 +9550,8 @@ class Converter:
 
     def close(self, key: Any) -> None:
         """Close the PDF of ``key`` (a close that fails is not tried again)."""
-        if (doc := self._docs.pop(key, None)) is not None:
+        doc = self._docs.pop(key, None)
+        if doc is not None:
             with _PDF_LOCK:
                 doc.close()
 
@@ -9634,11 +9665,13 @@ class ConverterProcess:
         self._spawn_failing = False  # a start failed: said once in the log until one succeeds
 
     def holds(self, key: Any) -> bool:
-        return (generation := self.generation) is not None and key in generation.open
+        generation = self.generation
+        return generation is not None and key in generation.open
 
     @property
     def running(self) -> bool:
-        return (generation := self.generation) is not None and generation.process.is_alive()
+        generation = self.generation
+        return generation is not None and generation.process.is_alive()
 
     def structure(self, key: Any, pdf: bytes) -> bytes:
         return self._job("structure", key, pdf)
@@ -9656,7 +9689,8 @@ class ConverterProcess:
         """Close the PDF of ``key``, if the running process holds it (a process that died has
         closed it)."""
         with self._turn:
-            if (generation := self.generation) is not None and key in generation.open:
+            generation = self.generation
+            if generation is not None and key in generation.open:
                 generation.open -= {key}
                 self._exchange(generation, ("close", key, ()))
 
@@ -9664,7 +9698,8 @@ class ConverterProcess:
         """The running generation, started if none runs; None when the converter is shut or a
         process cannot start now (said once in the log)."""
         with self._turn:
-            if (generation := self.generation) is not None and generation.process.is_alive():
+            generation = self.generation
+            if generation is not None and generation.process.is_alive():
                 return generation
             if generation is not None:
                 self._end(generation)
@@ -9714,7 +9749,8 @@ class ConverterProcess:
             proof = 0
             waits = iter(_RESTART_PAUSES if pauses is None else pauses)
             while True:
-                if (generation := self.start()) is None:  # shut, or none can start now
+                generation = self.start()
+                if generation is None:  # shut, or none can start now
                     ending = _Ending.STOPPED if self._shut.is_set() else _Ending.KILLED
                     fresh = False
                 else:
@@ -9723,7 +9759,8 @@ class ConverterProcess:
                     if keeps_open:
                         generation.open |= {key}
                     job = (name, key, (None if opened and keeps_open else pdf, *rest))
-                    if not isinstance(answer := self._exchange(generation, job), _Ending):
+                    answer = self._exchange(generation, job)
+                    if not isinstance(answer, _Ending):
                         record, failure = answer
                         if failure is not None:
                             raise ArxivError(failure[0], transient=failure[1])
@@ -9741,7 +9778,8 @@ class ConverterProcess:
                         if proof >= _PROOF:
                             raise ArxivError(_POISON)
                     case _Ending.KILLED:
-                        if (pause := next(waits, None)) is None:
+                        pause = next(waits, None)
+                        if pause is None:
                             raise ArxivError(_KEEPS_KILLED, transient=True)
                         log.warning(
                             "the converter was killed or cannot start; again in %g s", pause
@@ -9784,7 +9822,8 @@ class ConverterProcess:
         """End ``generation`` (by default the running one: idle, or hung on a job, at once, whoever
         waits for it); its open PDFs go with it.  Any thread may call it: a job in flight sees its
         process end and stops; an older generation's end never ends a newer one."""
-        if (generation := generation or self.generation) is not None:
+        generation = generation or self.generation
+        if generation is not None:
             generation.ended_here = True
             generation.process.kill()  # a job in flight ends now, and gives back the turn
             with self._turn:
@@ -9930,7 +9969,8 @@ class Scheduler:
     def _plan(self, state: _PaperState) -> set[int]:
         """The pages that the paper's waiting callers need (``pages_waited_for``), asked again only
         when its state has changed."""
-        if (plan := self._plans.get(state)) is None or plan[0] != state.revision:
+        plan = self._plans.get(state)
+        if plan is None or plan[0] != state.revision:
             plan = self._plans[state] = (state.revision, self.pages_waited_for(state))
         return plan[1]
 
@@ -9961,7 +10001,8 @@ class Scheduler:
         nothing left to do are dropped."""
         jobs = []
         for state in list(self._papers):
-            if (job := self.job_for(state)) is not None:
+            job = self.job_for(state)
+            if job is not None:
                 structure_lane = job[0][0] == JOB_STRUCTURE and self.structure_converter is not None
                 if (_STRUCTURES if structure_lane else _PAGES) == lane:
                     jobs.append((job[0], state, job[1]))
@@ -10061,9 +10102,11 @@ class Scheduler:
     ) -> tuple[int, PageMarkdown]:
         """Convert one page of a paper, or read it from the disk cache; a page that fell back to its
         raw text is never kept."""
-        if (converted := _load_text_part(kept_at, f"page {page}", PageMarkdown)) is None:
+        converted = _load_text_part(kept_at, f"page {page}", PageMarkdown)
+        if converted is None:
             record = self.converter.page(key, pdf, page, structure.hidden_on(page))
-            if not (converted := _from_record(PageMarkdown, record)).fallback:
+            converted = _from_record(PageMarkdown, record)
+            if not converted.fallback:
                 _store_text_part(kept_at, f"page {page}", record)
         return page, converted
 
@@ -10089,7 +10132,8 @@ def _answer(
     all), or the error that ends the read, or None while what it needs is missing."""
     if state.metadata.error is not None:
         return state.metadata.error
-    if (paper := state.paper) is None:
+    paper = state.paper
+    if paper is None:
         source = state.text_source
         if (
             state.metadata.missing is not None
@@ -10108,14 +10152,16 @@ def _answer(
             transient=source.error.transient,
         )
     needed = state.pages_needed(request, max_pages)
-    if (reading := source.answer(paper, request, needed, max_pages)) is None:
+    reading = source.answer(paper, request, needed, max_pages)
+    if reading is None:
         return None
     if any(visual.kind for visual in request.visuals):  # their images: the PDF's, whatever the text
         if state.pdf.error is not None:
             reading = dataclasses.replace(reading, image_error=str(state.pdf.error))
         elif (reading := state.pdf.with_pdf(reading, needed)) is None:
             return None
-    if isinstance(chosen := _chosen_sections(reading, request), str):
+    chosen = _chosen_sections(reading, request)
+    if isinstance(chosen, str):
         return ArxivError(chosen)
     reading = dataclasses.replace(
         reading,
@@ -10465,7 +10511,8 @@ class PaperDownloads:
         base = _split_version(state.arxiv_id)[0]
 
         def answered(future: "concurrent.futures.Future[Fetched[Any]]") -> None:
-            if (error := future.exception()) is not None:
+            error = future.exception()
+            if error is not None:
                 log.info("no Semantic Scholar context for %s: %s", base, error)
             else:
                 with self.library.scheduler.changed:
@@ -10589,9 +10636,8 @@ class PaperLibrary:
                 for state in self._states.values()
                 if _split_version(state.arxiv_id)[0] == base
             ]
-        if (
-            found := next(filter(None, known), None)
-        ) is not None or not self.semantic_scholar.unprompted:
+        found = next(filter(None, known), None)
+        if found is not None or not self.semantic_scholar.unprompted:
             return found
         return self.semantic_scholar.waited(Scholarly, base, fetch_scholarly, wait)
 
@@ -10977,7 +11023,8 @@ def read_answer(
     the passages that ``find`` names, or figures, tables and equations as images
     (``parse_read``)."""
     library = library or LIBRARY
-    if (arxiv_id := parse_arxiv_id(paper)) is None:
+    arxiv_id = parse_arxiv_id(paper)
+    if arxiv_id is None:
         return Answer(
             f"{ERROR} {_quote_input(paper)} is not an arXiv paper id or arxiv.org URL. "
             "Give an id such as 1706.03762 or hep-th/9711200, or an arxiv.org/abs/ URL; to find a "
@@ -11143,7 +11190,8 @@ def _named_texts(
     for each that cannot be read now (not an id, not found, throttled, past ``deadline``)."""
 
     def one(text: str) -> Findable | str:
-        if (arxiv_id := parse_arxiv_id(text)) is None:
+        arxiv_id = parse_arxiv_id(text)
+        if arxiv_id is None:
             return f"{_quote_input(text)}: not an arXiv id or URL"
         try:
             reading = library.read(arxiv_id, deadline, request=request)
@@ -11343,7 +11391,8 @@ def answer_citations(call: ReadCall) -> Answer:
         if scholar.unprompted
         else None
     )
-    if (citing := scholar.linked(call.arxiv_id, CitingPapers, wait)) is None:
+    citing = scholar.linked(call.arxiv_id, CitingPapers, wait)
+    if citing is None:
         return Answer(
             f"{ERROR} {_S2} does not know arXiv:{call.arxiv_id} yet (a new paper takes a few "
             "days); try again later."
@@ -11772,7 +11821,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--verbose", "-v", action="store_true", help="debug logs on stderr (or ARXIV_LOG_LEVEL)"
     )
     args = parser.parse_args(argv)
-    if refused := Settings.refusals(os.environ):
+    refused = Settings.refusals(os.environ)
+    if refused:
         for line in refused:
             print(line, file=sys.stderr)
         sys.exit(2)
