@@ -6567,6 +6567,313 @@ def format_bibtex(paper: Paper, scholarly: "Scholarly | None" = None) -> str:
     return f"@{entry_type}{{{bibtex_key(paper, year)},\n{body}}}"
 
 
+# Checking a bibliography: each reference as given (BibTeX, or printed one a line), and whether a
+# record (arXiv's, Semantic Scholar's) is the paper it names: its title alike, and enough of the
+# cited authors among its authors.  A record is a candidate until then: a search answers papers
+# whatever it is given.
+_AUTHORS_AGREE = 0.6  # the share of cited authors a record must have (refchecker's rule)
+_TITLE_ALIKE = 0.9  # the share of a record's title (letters and digits) a reference must hold
+_MIN_BLOCK = 4  # letters in a row that count as part of a title held (fewer: chance)
+# What a printed reference holds besides itself: its label, its emphasis, LaTeXML's back links.
+_CITATION_LABEL = re.compile(r"^(?:- )?(?:\[[^\]\n]*\]|\(?[0-9]{1,3}[.)])\s*")
+_CITATION_NOISE = re.compile(r"[*_]{1,2}|\s*Cited by:.*$")
+# a year, not part of an id or a number (2104.08809, 1.2019)
+_PRINTED_YEAR = re.compile(r"(?<![\d.])(?:19|20)[0-9]{2}(?!\d)(?!\.\d)")
+# A title runs to the end of its sentence, or of the reference: a stop after a capital alone (an
+# initial) ends none.
+_TITLE = r"(?P<title>\S.*?)(?:(?<!\s[A-Z])[.?!](?=\s|$)|$)"
+# what a title's sentence may end with that is not the title: a date, a year in parentheses
+_TITLE_DATE = re.compile(r"(?:,\s*(?:[A-Z][a-z]+\s+)?|\s*\()(?:19|20)[0-9]{2}\)?$")
+_PRINTED_YEAR_GROUP = r"(?P<year>(?:19|20)[0-9]{2})[a-z]?"
+# How a printed reference gives its authors and its title: each style a rule, tried in order.
+_PRINTED_STYLES = (
+    # IEEE: A. Vaswani et al., “Attention is all you need,” in Proc. NeurIPS, 2017.
+    ("quoted", re.compile(r"^(?P<authors>.*?)[,.:]?\s*[“\"](?P<title>[^”\"]{4,}?)[,.]?[”\"]")),
+    # APA: Abel, D., … and Singh, S. (2024). A definition of … . (a stop after the year or none)
+    (
+        "a year in parentheses",
+        re.compile(rf"^(?P<authors>.+?)\s*\({_PRINTED_YEAR_GROUP}\)[.,:]?\s+{_TITLE}"),
+    ),
+    # ACL: Joshua Ainslie, … and Li Yang. 2020. ETC: Encoding long … . In …
+    (
+        "a year after the authors",
+        re.compile(rf"^(?P<authors>.+?)\.\s+{_PRINTED_YEAR_GROUP}\.\s+{_TITLE}"),
+    ),
+    # LNCS: Auer, C., Dolfi, M., Staar, P.W.J.: Delivering document conversion … . CoRR …
+    ("a colon after the authors", re.compile(rf"^(?P<authors>[^:]*?\b[A-Z]\.):\s+{_TITLE}")),
+    # ICML: Chen, Y. and Wainwright, M. J. Fast low-rank estimation … , September 2015.
+    (
+        "surname first",
+        re.compile(
+            r"^(?P<authors>[\w'’-]+,\s*[A-Z]\.(?:.*?\b[A-Z]\.)?)\s+(?!(?:and|&)\s)(?![A-Z]\.)"
+            rf"(?![\w'’-]+,\s*[A-Z]\.){_TITLE}"
+        ),
+    ),
+    # NeurIPS: A. Vaswani, N. Shazeer, and N. Parmar. Attention is all you need. In …
+    ("names first", re.compile(rf"^(?P<authors>.*?[a-z])\.\s+{_TITLE}")),
+)
+_SENTENCE_END = re.compile(r"[a-z]{2}\.\s|:\s")
+_BIBTEX_ENTRY = re.compile(r"^\s*@\s*(?P<type>[a-zA-Z]+)\s*\{", re.M)
+_BIBTEX_NOT_ENTRIES = frozenset({"comment", "string", "preamble"})
+_BIBTEX_FIELD = re.compile(r"[\s,]*(?P<name>[a-zA-Z][\w-]*)\s*=\s*")
+_LATEX_COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)\s*")
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A reference to check, as given: its ``text`` (a BibTeX entry, or a printed line); its
+    ``title`` (BibTeX's, a quoted one, else where its style places it; "" where none is found);
+    the cited ``authors`` as printed (those before "et al."); its ``year``; and the arXiv id
+    (without version) or DOI it names, wherever it hides."""
+
+    text: str
+    title: str = ""
+    authors: tuple[str, ...] = ()
+    year: int | None = None
+    arxiv_id: str = ""
+    doi: str = ""
+
+
+def parse_citations(text: str) -> list[Citation]:
+    """The references of ``text``, in order: its BibTeX entries where it holds any
+    (``@article{…}``), else one printed reference a line (numbered ``[n]``, ``n.`` or not at all).
+    Raises ArxivError for a BibTeX entry whose braces do not balance, naming it."""
+    starts = [
+        m for m in _BIBTEX_ENTRY.finditer(text) if m["type"].lower() not in _BIBTEX_NOT_ENTRIES
+    ]
+    if starts:
+        return [_bibtex_citation(_bibtex_entry(text, m, n + 1)) for n, m in enumerate(starts)]
+    return [_printed_citation(line.strip()) for line in text.splitlines() if line.strip()]
+
+
+def _bibtex_entry(text: str, start: re.Match[str], number: int) -> str:
+    """The body of the BibTeX entry that ``start`` opens, within its braces.  Raises ArxivError
+    when its closing brace is missing, or comes after the next entry's start."""
+    depth = 0
+    for at in range(start.end() - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        if depth == 0:
+            body = text[start.end() : at]
+            if not _BIBTEX_ENTRY.search(body):
+                return body
+            break
+    raise ArxivError(
+        f"BibTeX entry {number} ({_quote_input(text[start.start() : start.start() + 40])}) has "
+        "unbalanced braces: check it, then ask again."
+    )
+
+
+def _bibtex_fields(body: str) -> dict[str, str]:
+    """An entry's fields (its key left out), by name in lower case, each value without its braces
+    or quotes."""
+    fields = {}
+    at = body.find(",") + 1
+    while m := _BIBTEX_FIELD.match(body, at):
+        value, at = _bibtex_value(body, m.end())
+        fields[m["name"].lower()] = " ".join(value.split())
+    return fields
+
+
+def _bibtex_value(body: str, at: int) -> tuple[str, int]:
+    """The value of a field that starts at ``at`` (in braces, in quotes, or a bare word or number),
+    and where it ends."""
+    if body.startswith("{", at):
+        depth = 0
+        for end in range(at, len(body)):
+            depth += {"{": 1, "}": -1}.get(body[end], 0)
+            if depth == 0:
+                return body[at + 1 : end], end + 1
+        return body[at + 1 :], len(body)
+    if body.startswith('"', at):
+        end = body.find('"', at + 1)
+        return body[at + 1 : end], end + 1
+    word = re.match(r"[^,\s}]*", body[at:])
+    return (word[0] if word else ""), at + len(word[0] if word else "")
+
+
+def _unlatexed(text: str) -> str:
+    """``text`` without TeX's commands and braces: ``{BERT}: Pre-training`` is
+    ``BERT: Pre-training``."""
+    return " ".join(_LATEX_COMMAND.sub("", text).replace("{", "").replace("}", "").split())
+
+
+def _bibtex_citation(body: str) -> Citation:
+    """The ``Citation`` of a BibTeX entry's body: its title, authors (``and`` between them; "others"
+    is "et al."), year, and the arXiv id its ``eprint``, ``journal``, ``url``, ``doi`` or ``note``
+    names, or else its DOI."""
+    fields = _bibtex_fields(body)
+    names = re.split(r"\s+and\s+", _unlatexed(fields.get("author", "")))
+    authors = tuple(name for name in names if name and name.lower() != "others")
+    eprint = parse_arxiv_id(fields.get("eprint", ""))
+    where = " ".join(
+        fields.get(name, "") for name in ("journal", "url", "doi", "note", "howpublished")
+    )
+    arxiv_id = _split_version(eprint)[0] if eprint else next(iter(cited_arxiv_ids(where)), "")
+    year = _PRINTED_YEAR.search(fields.get("year", ""))
+    return Citation(
+        text=f"@{body}",
+        title=_unlatexed(fields.get("title", "")),
+        authors=authors,
+        year=int(year[0]) if year else None,
+        arxiv_id=arxiv_id,
+        doi="" if arxiv_id else _doi_in(where),
+    )
+
+
+def _doi_in(text: str) -> str:
+    """The DOI ``text`` names (``10.…/…``, in a ``doi.org`` link too), not arXiv's own; "" if
+    none."""
+    return next((m[1] for m in _DOI.finditer(text) if not m[1].startswith("10.48550")), "")
+
+
+def _printed_citation(line: str) -> Citation:
+    """The ``Citation`` of a printed reference: its authors and title as the first of
+    ``_PRINTED_STYLES`` that fits places them (none: its whole text is its title), its year, and the
+    arXiv id or else the DOI it names."""
+    plain = _CITATION_NOISE.sub("", _CITATION_LABEL.sub("", line)).strip()
+    fit = _printed_fit(plain)
+    arxiv_id = next(iter(cited_arxiv_ids(line)), "")
+    years = _PRINTED_YEAR.findall(plain)
+    year = (fit.groupdict().get("year") if fit else None) or (years[-1] if years else None)
+    return Citation(
+        text=line,
+        title=_TITLE_DATE.sub("", fit["title"]).strip(" ,.") if fit else plain,
+        authors=_cited_names(fit["authors"]) if fit else (),
+        year=int(year) if year else None,
+        arxiv_id=arxiv_id,
+        doi="" if arxiv_id else _doi_in(line),
+    )
+
+
+def _printed_fit(plain: str) -> re.Match[str] | None:
+    """The first of ``_PRINTED_STYLES`` that fits a printed reference (without its label), where
+    what it takes for the authors ends no sentence (a word's stop, or a colon, then a space: the
+    title or the venue then)."""
+    for _, style in _PRINTED_STYLES:
+        fit = style.match(plain)
+        if fit and not _SENTENCE_END.search(fit["authors"]):
+            return fit
+    return None
+
+
+def _cited_names(authors: str) -> tuple[str, ...]:
+    """The authors' names as printed: split at commas, "and" and "&", the initials of
+    ``Surname, I.`` kept with the name before them; none after "et al." or "others"."""
+    listed = re.split(r"\bet al\b|\bothers\b", authors)[0]
+    names: list[str] = []
+    for part in re.split(r",|;|\band\b|&", listed):
+        name = part.strip(" .")
+        if not name:
+            continue
+        if names and re.fullmatch(r"(?:[A-Z]\.?\s?-?)+", name):  # "Surname, I."'s initials
+            continue
+        names.append(name)
+    return tuple(names)
+
+
+# What a check finds a reference to be (``judge_citation``), in the words its answer gives.
+VERIFIED = "verified"
+WRONG_ID = "wrong id"
+WRONG_AUTHORS = "wrong authors"
+NOT_FOUND = "not found"
+NOT_CHECKED = "not checked"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a check finds of a reference: its ``verdict``; the paper a record says it is
+    (``found``: the id's, or the title's); for a wrong id, the paper its title is (``right``, where
+    a record has it); and its minor differences from its record (``notes``)."""
+
+    verdict: str
+    found: Linked | None = None
+    right: Linked | None = None
+    notes: tuple[str, ...] = ()
+
+
+def judge_citation(citation: Citation, by_id: Linked | None, by_title: Linked | None) -> Judged:
+    """What ``citation`` is, given the record of the id it names (``by_id``; None: it names none,
+    or no record has it) and the record closest to its title (``by_title``: a candidate; None:
+    none).  ``WRONG_ID`` when the id names another paper, or none while its title is found, before
+    anything else; else ``VERIFIED`` when a record has its title (``_same_title``) and enough of
+    the cited authors are its authors (``_AUTHORS_AGREE``: the year never counts),
+    ``WRONG_AUTHORS`` when they are mostly not; ``NOT_FOUND`` when no record has its title.
+    Whether a service answered at all is its caller's to say (``NOT_CHECKED``)."""
+    titled = by_title if by_title is not None and _same_title(citation, by_title) else None
+    named = bool(citation.arxiv_id or citation.doi)
+    if (by_id is not None and not _same_title(citation, by_id)) or (
+        named and by_id is None and titled is not None
+    ):
+        return Judged(verdict=WRONG_ID, found=by_id, right=titled)
+    record = by_id if by_id is not None else titled
+    if record is None:
+        return Judged(verdict=NOT_FOUND)
+    share = _authors_share(citation.authors, record.authors)
+    if share is not None and share < _AUTHORS_AGREE:
+        return Judged(verdict=WRONG_AUTHORS, found=record)
+    return Judged(verdict=VERIFIED, found=record, notes=_differences(citation, record, share))
+
+
+def _title_share(title: str, text: str) -> float:
+    """How much of ``title`` (its letters and digits, folded) ``text`` holds, in order and in runs
+    of ``_MIN_BLOCK`` at least: 1.0 when whole (a word split by a line break, a case, an accent or
+    TeX's braces change nothing)."""
+    key = _match_key(title)
+    printed = _match_key(text)
+    if not key:
+        return 0.0
+    if key in printed:
+        return 1.0
+    blocks = difflib.SequenceMatcher(None, key, printed, autojunk=False).get_matching_blocks()
+    return sum(block.size for block in blocks if block.size >= _MIN_BLOCK) / len(key)
+
+
+def _same_title(citation: Citation, record: Linked) -> bool:
+    """Whether ``record``'s title is the one ``citation`` cites: ``_TITLE_ALIKE`` of it held, or,
+    where the cited authors agree, its part before its colon held whole (a title cut there)."""
+    if _title_share(record.title, citation.text) >= _TITLE_ALIKE:
+        return True
+    head = record.title.split(":")[0]
+    share = _authors_share(citation.authors, record.authors)
+    return (
+        ":" in record.title
+        and _title_share(head, citation.text) == 1.0
+        and share is not None
+        and share >= _AUTHORS_AGREE
+    )
+
+
+def _family_words(name: str) -> set[str]:
+    """The words of a name that may be its family name, folded (initials and particles left out)."""
+    words = re.findall(r"[^\W\d_][\w'’-]+", _ascii(name).lower())
+    return {word for word in words if word not in _NAME_PARTICLES}
+
+
+def _authors_share(cited: Sequence[str], authors: Sequence[str]) -> float | None:
+    """The share of the ``cited`` names that are among ``authors`` (a record's), by family name;
+    None when no author is cited."""
+    if not cited:
+        return None
+    families = set().union(*(_family_words(_last_name(name)) for name in authors))
+    return sum(bool(_family_words(name) & families) for name in cited) / len(cited)
+
+
+def _differences(citation: Citation, record: Linked, share: float | None) -> tuple[str, ...]:
+    """What ``citation`` says otherwise than ``record``, each a note that changes no verdict: its
+    year, a cited author who is not among its authors, a title cut at its colon."""
+    notes = []
+    if citation.year and record.year and citation.year != record.year:
+        notes.append(f"cited as {citation.year}, {record.year} in its record")
+    if share is not None and share < 1:
+        missing = round((1 - share) * len(citation.authors))
+        notes.append(
+            f"{missing} of the {len(citation.authors)} cited authors not among its authors"
+        )
+    if _title_share(record.title, citation.text) < _TITLE_ALIKE:
+        notes.append("its title cut at its colon")
+    return tuple(notes)
+
+
 # Finding a passage: the words of a query that weigh, each matching its forms, and "quoted phrases"
 # as written.
 _FIND_PASSAGES = 8  # passages in one answer

@@ -6198,6 +6198,181 @@ def test_galores_appendix_a_and_an_equation_numbered_2a_are_read_by_their_number
 # ---------------------------------------------------------------------------
 
 
+# Research moves: check a bibliography
+
+
+def shared_reference_list(name):
+    """The entries of a shared HTML page's reference list, as ``section="references"`` reads them,
+    each on one line."""
+    parsed = am.parse_html(html_page(name).encode())
+    [listed] = [s for s in parsed.text.sections if am._name_role(s.title) == am.REFERENCES]
+    return [" ".join(entry.text.split()) for entry in am.references(parsed.text, listed)]
+
+
+def test_printed_references_give_their_authors_title_year_and_id_in_each_style():
+    """The five shared papers' reference lists, five styles (checked by hand): ACL's year after the
+    authors, LNCS's colon, ICML's surnames first, APA's year in parentheses, LaTeXML's IEEE; and a
+    quoted title."""
+    names = ("2203.00274", "2305.03393", "2403.03507", "2407.16314", "2508.08468")
+    lists = {name: shared_reference_list(name) for name in names}
+    acl = am.parse_citations(lists["2203.00274"][1])[0]
+    assert acl == am.Citation(
+        text=lists["2203.00274"][1],
+        title="Longformer: The long-document transformer",
+        authors=("Iz Beltagy", "Matthew E. Peters", "Arman Cohan"),
+        year=2020,
+        arxiv_id="2004.05150",
+    )
+    lncs = am.parse_citations("\n\n".join(lists["2305.03393"]))
+    assert len(lncs) == 23 and lncs[0].arxiv_id == "2206.00785", "CoRR's abs/ is an arXiv id"
+    assert lncs[0].authors == ("Auer", "Dolfi", "Carvalho", "Ramis", "Staar")
+    assert lncs[6].title == "Tablebank: A benchmark dataset for table detection and recognition"
+    assert lncs[9].doi == "10.1145/3534678.3539043" and lncs[9].title.startswith("Doclaynet: A")
+    icml = am.parse_citations(lists["2403.03507"][4])[0]
+    assert icml.authors == ("Chen", "Wainwright") and icml.year == 2015
+    assert icml.title == (
+        "Fast low-rank estimation by projected gradient descent: General statistical and "
+        "algorithmic guarantees"
+    )
+    apa = am.parse_citations(lists["2407.16314"][0])[0]
+    assert apa.title == "A definition of continual reinforcement learning" and apa.year == 2024
+    assert apa.authors == ("Abel", "Barreto", "Van Roy", "Precup", "van Hasselt", "Singh")
+    ieee = am.parse_citations(lists["2508.08468"][0])[0]
+    assert (ieee.authors, ieee.year, ieee.arxiv_id) == (
+        ("A. Adeel", "J. Ahmad", "A. Hussain"),
+        2018,
+        "1809.04966",
+    )
+    quoted = am.parse_citations(
+        "[3] A. Vaswani et al., “Attention is all you need,” in Proc. NeurIPS, 2017, pp. 5998–6008."
+    )[0]
+    assert (quoted.title, quoted.authors, quoted.year) == (
+        "Attention is all you need",
+        ("A. Vaswani",),
+        2017,
+    )
+    everything = [am.parse_citations(entry)[0] for entries in lists.values() for entry in entries]
+    assert len(everything) == 115 and all(citation.title for citation in everything)
+    assert sum(bool(citation.authors) for citation in everything) >= 112, "all but the websites'"
+
+
+def test_bibtex_entries_give_their_fields_and_ids_wherever_they_hide():
+    """arXiv's own export read back; an id in ``journal``, ``url`` or arXiv's DOI; a DOI; TeX's
+    braces and commands left out; unbalanced braces named."""
+    paper = am.parse_feed(ATOM_1111).papers[0]
+    exported = am.parse_citations(am.format_bibtex(paper))[0]
+    assert exported.title == paper.title and exported.arxiv_id == "1111.2011"
+    assert exported.authors == tuple(author.name for author in paper.authors)
+    entries = am.parse_citations(
+        """@article{devlin2019bert,
+  title = {{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding},
+  author = {Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
+  journal = {arXiv preprint arXiv:1810.04805},
+  year = 2018
+}
+@inproceedings{he2016deep, title="Deep residual learning for image recognition",
+  author={He, Kaiming and others}, year={2016}, doi = {10.1109/CVPR.2016.90}}
+@misc{x, title = {A {\\"o}ne}, url = {https://arxiv.org/abs/2503.17349v2}}
+@misc{y, title = {Y}, doi = {10.48550/arXiv.2106.09685}}"""
+    )
+    assert [(c.title, c.arxiv_id, c.doi, c.year) for c in entries] == [
+        (
+            "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
+            "1810.04805",
+            "",
+            2018,
+        ),
+        ("Deep residual learning for image recognition", "", "10.1109/CVPR.2016.90", 2016),
+        ("A one", "2503.17349", "", None),
+        ("Y", "2106.09685", "", None),
+    ]
+    assert entries[0].authors[0] == "Devlin, Jacob" and entries[1].authors == ("He, Kaiming",)
+    with pytest.raises(am.ArxivError, match=r"BibTeX entry 2 \(.*\) has unbalanced braces"):
+        am.parse_citations("@misc{a, title={A}}\n@misc{b, title={B}\n@misc{c, title={C}}")
+
+
+def attention_record():
+    """Semantic Scholar's record of "Attention is All you Need" (``../shared/s2``, its title match),
+    as a ``Linked``."""
+    record = json.loads(
+        corpus_file(
+            "search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json", folder="s2"
+        ).read_text()
+    )["data"][0]
+    return am.Linked(
+        title=record["title"],
+        authors=tuple(author["name"] for author in record["authors"]),
+        year=record["year"],
+        arxiv_id=record["externalIds"]["ArXiv"],
+    )
+
+
+def test_a_reference_is_verified_flagged_or_not_found_by_its_records():
+    """The shared TableFormer paper's reference to "Attention is all you need", against Semantic
+    Scholar's record of it; its fabricated variants flagged; its minor differences verified."""
+    [printed] = [
+        entry for entry in shared_reference_list("2203.00274") if "Attention is all" in entry
+    ]
+    record = attention_record()
+    longformer = am.Linked(
+        title="Longformer: The Long-Document Transformer",
+        authors=("Iz Beltagy", "Matthew E. Peters", "Arman Cohan"),
+        year=2020,
+        arxiv_id="2004.05150",
+    )
+
+    def judged(text, by_id=None, by_title=record):
+        return am.judge_citation(am.parse_citations(text)[0], by_id, by_title)
+
+    assert judged(printed) == am.Judged(verdict=am.VERIFIED, found=record)
+    others = printed.replace(
+        "Ashish Vaswani, Noam Shazeer, Niki Parmar", "Geoffrey Hinton, Yann LeCun, Yoshua Bengio"
+    )
+    others = re.sub(r"Jakob Uszkoreit.*?Illia Polosukhin", "Ilya Sutskever", others)
+    assert judged(others).verdict == am.WRONG_AUTHORS
+    invented = printed.replace(
+        "Attention is all you need", "Recursive attention lattices for tables"
+    )
+    assert judged(invented) == am.Judged(verdict=am.NOT_FOUND), "the closest title is no match"
+    [beltagy] = [entry for entry in shared_reference_list("2203.00274") if "Longformer" in entry]
+    swapped = beltagy.replace("2004.05150", "1706.03762")
+    assert judged(swapped, by_id=record, by_title=longformer) == am.Judged(
+        verdict=am.WRONG_ID, found=record, right=longformer
+    )
+    assert judged(beltagy.replace("2004.05150", "2004.99999"), None, longformer).verdict == (
+        am.WRONG_ID
+    ), "an id no record has, for a title that is found"
+    assert judged(beltagy, longformer, longformer).verdict == am.VERIFIED
+    # the minor differences: a year off by one, an author dropped, a word split by a line break,
+    # a title cut at its colon
+    minor = printed.replace("2017", "2018").replace("Noam Shazeer, ", "")
+    assert judged(minor) == am.Judged(
+        verdict=am.VERIFIED, found=record, notes=("cited as 2018, 2017 in its record",)
+    )
+    assert judged(printed.replace("Attention is", "Atten- tion is")).verdict == am.VERIFIED
+    galore = am.Linked(
+        title="GaLore: Memory-Efficient LLM Training by Gradient Low-Rank Projection",
+        authors=(
+            "Jiawei Zhao",
+            "Zhenyu Zhang",
+            "Beidi Chen",
+            "Zhangyang Wang",
+            "Anima Anandkumar",
+            "Yuandong Tian",
+        ),
+        year=2024,
+    )
+    cut = judged(
+        "Zhao, J., Zhang, Z., Chen, B., Wang, Z., Anandkumar, A., and Tian, Y. GaLore. In ICML, "
+        "2024.",
+        by_title=galore,
+    )
+    assert cut == am.Judged(
+        verdict=am.VERIFIED, found=galore, notes=("its title cut at its colon",)
+    )
+    assert judged("Smith, J. GaLore. In ICML, 2024.", by_title=galore).verdict == am.NOT_FOUND
+
+
 # Research moves: find a passage, cite the paper
 
 PDF_0304595 = DATA / "cond-mat_0304595v3.pdf"  # 20 pages, "Drude weight" on most of them
