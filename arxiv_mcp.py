@@ -6612,7 +6612,8 @@ _PRINTED_STYLES = (
     # NeurIPS: A. Vaswani, N. Shazeer, and N. Parmar. Attention is all you need. In …
     ("names first", re.compile(rf"^(?P<authors>.*?[a-z])\.\s+{_TITLE}")),
 )
-_SENTENCE_END = re.compile(r"[a-z]{2}\.\s|:\s")
+# what names never hold: a word's stop, or a colon, then a space (a title or a venue follows)
+_PAST_THE_NAMES = re.compile(r"[a-z]{2}\.\s|:\s")
 _BIBTEX_ENTRY = re.compile(r"^\s*@\s*(?P<type>[a-zA-Z]+)\s*\{", re.M)
 _BIBTEX_NOT_ENTRIES = frozenset({"comment", "string", "preamble"})
 _BIBTEX_FIELD = re.compile(r"[\s,]*(?P<name>[a-zA-Z][\w-]*)\s*=\s*")
@@ -6751,7 +6752,7 @@ def _printed_fit(plain: str) -> re.Match[str] | None:
     title or the venue then)."""
     for _, style in _PRINTED_STYLES:
         fit = style.match(plain)
-        if fit and not _SENTENCE_END.search(fit["authors"]):
+        if fit and not _PAST_THE_NAMES.search(fit["authors"]):
             return fit
     return None
 

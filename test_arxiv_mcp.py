@@ -422,6 +422,19 @@ def test_each_stage_of_the_module_uses_only_the_stages_above_it():
     assert later == [], f"names used before their stage: {later}"
 
 
+def test_no_name_of_the_module_is_assigned_twice_at_its_top_level():
+    """A second assignment of a module constant replaces the first for every use, above it too."""
+    tree = ast.parse((HERE / "arxiv_mcp.py").read_text())
+    assigned = Counter(
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    )
+    assert [name for name, count in assigned.items() if count > 1] == []
+
+
 def test_no_function_of_the_module_is_over_sixty_lines():
     tree = ast.parse((HERE / "arxiv_mcp.py").read_text())
     long = [
