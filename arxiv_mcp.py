@@ -345,6 +345,7 @@ S2_PAPERS = Service(
 )
 S2_CITATIONS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar citations")
 S2_BATCH = dataclasses.replace(S2_PAPERS, name="Semantic Scholar batch")
+S2_MATCH = dataclasses.replace(S2_PAPERS, name="Semantic Scholar title match")
 S2_SNIPPETS = dataclasses.replace(S2_PAPERS, name="Semantic Scholar snippets", switch="s2_snippets")
 # The module's services: ``http_get`` of a URL of theirs is them (``_service_of``); a text source
 # names its own (``TextSource.service``)
@@ -356,6 +357,7 @@ SERVICES = (
     S2_PAPERS,
     S2_CITATIONS,
     S2_BATCH,
+    S2_MATCH,
     S2_SNIPPETS,
 )
 
@@ -2250,6 +2252,20 @@ class CitedPapers(LinkedPapers):
     side = "citedPaper"
 
 
+def _s2_paper(paper: dict[str, Any]) -> Linked:
+    """A paper of Semantic Scholar's JSON as a ``Linked``: its title, authors, year, arXiv id, DOI
+    and count of citations (KeyError without a title)."""
+    ids = paper.get("externalIds") or {}
+    return Linked(
+        title=" ".join(str(paper["title"]).split()),
+        authors=tuple(str(author.get("name", "")) for author in paper.get("authors") or ()),
+        year=paper.get("year"),
+        arxiv_id=str(ids.get("ArXiv") or ""),
+        doi=str(ids.get("DOI") or ""),
+        citations=int(paper.get("citationCount") or 0),
+    )
+
+
 def parse_linked(body: bytes, kind: type[LinkedPapers], limit: int) -> LinkedPapers:
     """A ``kind`` list from Semantic Scholar's answer (``/citations``, ``/references``); an item
     whose paper it could not resolve (``paperId`` null) is left out.  Raises ArxivError when the
@@ -2257,15 +2273,8 @@ def parse_linked(body: bytes, kind: type[LinkedPapers], limit: int) -> LinkedPap
     try:
         return kind(
             papers=tuple(
-                Linked(
-                    title=" ".join(str(paper["title"]).split()),
-                    authors=tuple(
-                        str(author.get("name", "")) for author in paper.get("authors") or ()
-                    ),
-                    year=paper.get("year"),
-                    arxiv_id=str((paper.get("externalIds") or {}).get("ArXiv") or ""),
-                    doi=str((paper.get("externalIds") or {}).get("DOI") or ""),
-                    citations=int(paper.get("citationCount") or 0),
+                dataclasses.replace(
+                    _s2_paper(paper),
                     influential=bool(item.get("isInfluential")),
                     intents=tuple(item.get("intents") or ()),
                     contexts=tuple(" ".join(str(c).split()) for c in item.get("contexts") or ()),
@@ -2329,6 +2338,55 @@ def fetch_citation_counts(
         found = json.loads(body or b"[]")
         return {base: int(paper["citationCount"]) for base, paper in zip(bases, found) if paper}
     except (ValueError, TypeError, KeyError):
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
+
+
+# What a bibliography's check compares of a paper's record.
+_S2_RECORD_FIELDS = "title,authors,year,externalIds"
+
+
+def fetch_records(
+    ids: Sequence[str],
+    *,
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+    sender: Sender | None = None,
+) -> list[Linked | None]:
+    """Semantic Scholar's records of ``ids`` (each ``ARXIV:`` and an arXiv id without version, or
+    ``DOI:`` and a DOI), in their order, from one batch request: None for one it does not know.
+    Raises ArxivError naming Semantic Scholar, as ``fetch_scholarly`` does."""
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=0)
+    data = json.dumps({"ids": list(ids)}).encode()
+    body = _s2_get(S2_BATCH, f"paper/batch?fields={_S2_RECORD_FIELDS}", sender, data=data)
+    try:
+        found = json.loads(body or b"[]")
+        return [_s2_paper(paper) if paper else None for paper in found]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ArxivError(_S2_UNREADABLE, transient=True) from None
+
+
+def fetch_title_match(
+    title: str,
+    *,
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+    sender: Sender | None = None,
+) -> Linked | None:
+    """Semantic Scholar's paper whose title is closest to ``title`` (its ``/paper/search/match``):
+    a candidate, whatever its year or authors; None where it finds none (a 404, "Title match not
+    found").  The title is sent to Semantic Scholar.  Raises ArxivError naming it, as
+    ``fetch_scholarly`` does (a throttle is never a miss)."""
+    sender = Sender.of(sender, settings, limiter, deadline=deadline, patience=0)
+    query = urllib.parse.urlencode({"query": title, "fields": _S2_RECORD_FIELDS})
+    body = _s2_get(S2_MATCH, f"paper/search/match?{query}", sender)
+    if body is None:
+        return None
+    try:
+        found = json.loads(body)["data"]
+        return _s2_paper(found[0]) if found else None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
         raise ArxivError(_S2_UNREADABLE, transient=True) from None
 
 

@@ -2960,6 +2960,40 @@ def test_a_search_pages_citation_counts_are_kept_a_day(env, tmp_path):
     assert len([url for url in env.urls if "paper/batch" in url]) == 2
 
 
+def test_a_bibliographys_records_come_in_one_batch_and_a_title_match_is_a_candidate_or_none(env):
+    """The records of several ids in one POST, in their order, None for one S2 does not know; the
+    closest title's record; a miss (a 404) is None, a throttle an error, never a miss."""
+    options = {"settings": env.settings, "limiter": env.library.limiter}
+    batch = (S2_DATA / "paper_batch_4ids_first-unknown-null_allfields.json").read_bytes()
+    env.script["paper/batch"] = [FakeResponse(batch, "https://api.semanticscholar.org/")]
+    asked = ["DOI:10.1/unknown", "DOI:10.2139/ssrn.288970", "ARXIV:1706.03762", "DOI:10.3/x"]
+    records = am.fetch_records(asked, **options)
+    assert records[0] is None and records[1].doi == "10.2139/ssrn.288970"
+    assert records[1].title == "How Much Should We Trust Differences-in-Differences Estimates?"
+    assert records[1].authors == ("Marianne Bertrand", "E. Duflo", "S. Mullainathan")
+    assert json.loads(env.requests[-1].data) == {"ids": asked} and len(env.requests) == 1
+    match_body = S2_DATA / "search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json"
+    env.script["search/match"] = [
+        FakeResponse(match_body.read_bytes(), "https://api.semanticscholar.org/"),
+        http_error(
+            "https://api.semanticscholar.org/graph/v1/paper/search/match",
+            404,
+            (S2_DATA / "error_404_search_match_title_not_found.json").read_bytes(),
+        ),
+        s2_answer("error_429_paper_search_too_many_requests.json", 429),
+    ]
+    match = am.fetch_title_match("Attention is all you need", **options)
+    assert (match.title, match.arxiv_id, match.year) == (
+        "Attention is All you Need",
+        "1706.03762",
+        2017,
+    )
+    assert "query=Attention+is+all+you+need&fields=title%2Cauthors" in env.urls[-1]
+    assert am.fetch_title_match("abs12032jsdafn", **options) is None
+    with pytest.raises(am.Throttled, match="ARXIV_S2_KEY"):
+        am.fetch_title_match("Attention is all you need", **options)
+
+
 def test_each_semantic_scholar_endpoint_cools_down_on_its_own(env):
     """A 429 of its citations leaves its papers' counts and venue asking."""
     limiter = env.library.limiter
@@ -6305,12 +6339,10 @@ def test_bibtex_entries_give_their_fields_and_ids_wherever_they_hide():
 
 
 def attention_record():
-    """Semantic Scholar's record of "Attention is All you Need" (``../shared/s2``, its title match),
-    as a ``Linked``."""
+    """Semantic Scholar's record of "Attention is All you Need" (``testdata/s2``, its title
+    match), as a ``Linked``."""
     record = json.loads(
-        corpus_file(
-            "search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json", folder="s2"
-        ).read_text()
+        (S2_DATA / "search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json").read_text()
     )["data"][0]
     return am.Linked(
         title=record["title"],
