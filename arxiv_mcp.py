@@ -1628,6 +1628,33 @@ def fetch_metadata(
     return feed.papers[0]
 
 
+def fetch_papers(
+    arxiv_ids: Sequence[str],
+    *,
+    deadline: float | None = None,
+    settings: Settings | None = None,
+    limiter: RateLimiter | None = None,
+    patience: float = _COOL_DOWN_PATIENCE,
+    sender: Sender | None = None,
+) -> dict[str, Paper]:
+    """The metadata of several papers, by their ids without version, from one API request: an
+    ``id_list`` with ``max_results`` as large (arXiv answers at most ``max_results`` entries, 10 by
+    default).  What is not an id is left out before anything is sent (one malformed id makes arXiv
+    refuse the whole list); an id arXiv does not know is absent from the answer."""
+    bases: list[str] = []
+    for arxiv_id in arxiv_ids:
+        parsed = parse_arxiv_id(arxiv_id)
+        if parsed is not None and _split_version(parsed)[0] not in bases:
+            bases.append(_split_version(parsed)[0])
+    if not bases:
+        return {}
+    feed = fetch_feed(
+        {"id_list": ",".join(bases), "max_results": str(len(bases))},
+        sender=Sender.of(sender, settings, limiter, deadline=deadline, patience=patience),
+    )
+    return {_split_version(paper.arxiv_id)[0]: paper for paper in feed.papers}
+
+
 # ---------------------------------------------------------------------------
 # Search: building the API query and formatting results
 # ---------------------------------------------------------------------------

@@ -1720,6 +1720,22 @@ FRONT_PAGES = [
 ]
 
 
+def test_several_papers_metadata_is_one_request_with_as_many_results_as_ids(env):
+    """One ``id_list`` for all, ``max_results`` as large (arXiv's default is 10); what is not an id
+    is left out before anything is sent, and an id arXiv does not know is absent."""
+    env.script["id_list="] = [FakeResponse(ATOM_1111, API_URL, "application/atom+xml")]
+    papers = am.fetch_papers(
+        ["1111.2011v2", "not an id", "2401.99999", "arXiv:1111.2011"],
+        settings=env.settings,
+        limiter=env.library.limiter,
+    )
+    assert list(papers) == ["1111.2011"] and papers["1111.2011"].title.startswith("Quantum")
+    [asked] = env.urls
+    assert "id_list=1111.2011%2C2401.99999&max_results=2" in asked, asked
+    assert am.fetch_papers(["abc"], settings=env.settings, limiter=env.library.limiter) == {}
+    assert len(env.urls) == 1, "nothing sent for no id"
+
+
 @pytest.mark.parametrize("name, title, category", FRONT_PAGES)
 def test_metadata_from_the_pdf_matches_arxivs(name, title, category, structure_once):
     front = structure_once(corpus_file("pdf", name).read_bytes()).front
