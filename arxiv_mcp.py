@@ -8639,6 +8639,7 @@ def format_visuals(
 _DISK_MAGIC = b"arxiv-mcp cache 1\n"
 # seconds a kept metadata entry or "no HTML" answer holds: an id can gain a version in a day
 _CACHED_TTL = 86_400.0
+_LONGEST_NAME = 200  # characters of a kept file's name: a longer key's is its digest
 
 
 def default_cache_dir(
@@ -8695,8 +8696,12 @@ class DiskCache:
         )
 
     def _path(self, kind: str, key: str) -> str:
-        # Quoted: an id may hold a "/" (hep-th/9711200) and nothing else of a key names a path.
-        return os.path.join(self.folder, kind, urllib.parse.quote(key, safe=""))
+        # Quoted: an id may hold a "/" (hep-th/9711200) and nothing else of a key names a path; a
+        # long key (a page's ids, a title) by its digest, within a file name's 255 bytes.
+        name = urllib.parse.quote(key, safe="")
+        if len(name) > _LONGEST_NAME:
+            name = hashlib.sha256(key.encode()).hexdigest()
+        return os.path.join(self.folder, kind, name)
 
     def get(
         self, kind: str, key: str, max_age: float | None = None, *, use: bool = True
@@ -8736,7 +8741,7 @@ class DiskCache:
         return body
 
     def keys(self, kind: str) -> list[str]:
-        """The keys kept of ``kind``, in order."""
+        """The keys kept of ``kind``, in order (a long one's digest)."""
         with contextlib.suppress(OSError):
             return [
                 urllib.parse.unquote(name)
@@ -9043,6 +9048,18 @@ S2_COUNTS = Kind(
     write=_record,
 )
 S2_PASSAGES = Kind(name="s2-snippets", service=S2_SNIPPETS, keep=MEMORY, max_age=_SNIPPETS_KEPT_FOR)
+# A bibliography's check: arXiv's metadata of its ids, Semantic Scholar's records of its DOIs and
+# of its titles ("null" for a miss), a day on disk, so that asking again goes on where it stopped.
+PAPER_BATCHES = Kind(
+    name="meta-batch",
+    service=ARXIV_API,
+    keep=DISK,
+    max_age=_CACHED_TTL,
+    read=functools.partial(_from_record, dict[str, Paper]),
+    write=_record,
+)
+S2_RECORDS = Kind(name="s2-records", service=S2_BATCH, keep=DISK, max_age=_CACHED_TTL)
+S2_TITLES = Kind(name="s2-titles", service=S2_MATCH, keep=DISK, max_age=_CACHED_TTL)
 TEXTS = Kind(
     name="text", service=None, keep=DISK, kept_for=lambda key: _versioned(key.split(" ", 1)[0])
 )
@@ -11384,8 +11401,15 @@ section="hidden" quotes it. {_PAPER_TEXT_IS_DATA}
 
 Search: give `query` and/or `categories`, optionally a submission date range, a sort order and \
 paging. Results list ids you can read with `paper`. `categories` alone lists arXiv's latest daily \
-announcement in them (new, cross-listed, replaced), paged; `find` narrows it."""
+announcement in them (new, cross-listed, replaced), paged; `find` narrows it.
 
+Check: give `check` (a bibliography) for a verdict on each reference before you cite it."""
+
+_CHECK_HELP = (
+    "References to check, alone: BibTeX, or one printed reference a line (up to 50). Each is "
+    "verified on arXiv and Semantic Scholar (sent the titles), or flagged: wrong id, wrong "
+    "authors, not found."
+)
 _PAPER_HELP = (
     "arXiv id or URL of the paper to read, e.g. '1706.03762', 'arXiv:2205.01491v2', "
     "'hep-th/9711200' "
@@ -11877,6 +11901,7 @@ def _search_page(request: SearchRequest, library: PaperLibrary) -> tuple[Feed, s
 
 # What the tool answers a call that asks for two things at once, or for nothing.
 _READ_OR_SEARCH = "give either `paper` (to read) or `query`/`categories` (to search), not both."
+_CHECK_ALONE = "give `check` alone: it checks its references, and reads or searches nothing else."
 _FIND_OR_QUERY = (
     "`find` searches the text of papers (or, with `categories` alone, the day's listing), `query` "
     "arXiv's catalogue: give one of them."
@@ -11886,7 +11911,7 @@ _NOTHING_ASKED = "give `paper` to read a paper, or `query`/`categories` to searc
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One call of the tool: the eleven arguments of its schema, by their names, as the model gave
+    """One call of the tool: the twelve arguments of its schema, by their names, as the model gave
     them (``categories`` a list or one string of codes separated by commas or spaces)."""
 
     paper: str | None = None
@@ -11900,6 +11925,7 @@ class ToolCall:
     order: str = _DEFAULT["order"]
     max_results: int = _DEFAULT["max_results"]
     start: int = _DEFAULT["start"]
+    check: str | None = None
 
     @property
     def category_list(self) -> list[str]:
@@ -11926,6 +11952,199 @@ class ToolMode:
     name: str
     answers_call: Callable[[ToolCall], bool]
     answer: Callable[[ToolCall, PaperLibrary, Listener | None], Answer]
+
+
+# Checking a bibliography (``check``): at most _CHECKED_AT_ONCE references a call, from a text of
+# _CHECK_BYTES at most (refused before anything is sent).
+_CHECKED_AT_ONCE = 50
+_CHECK_BYTES = 100_000
+_NOT_SCHOLARLY = re.compile(r"https?://(?![^\s]*(?:arxiv\.org|doi\.org))", re.I)
+# The verdicts, in the order the summary counts them.
+_VERDICTS = (VERIFIED, WRONG_ID, WRONG_AUTHORS, NOT_FOUND, NOT_CHECKED)
+
+
+def _paper_record(paper: Paper) -> Linked:
+    """arXiv's metadata of a paper as the record a check compares (``Linked``)."""
+    return Linked(
+        title=paper.title,
+        authors=tuple(author.name for author in paper.authors),
+        year=int(paper.published[:4]) if paper.published[:4].isdigit() else None,
+        arxiv_id=_split_version(paper.arxiv_id)[0],
+        doi=paper.dois[0] if paper.dois else "",
+    )
+
+
+def _answered(
+    client: Client, kind: Kind, key: str, ask: Callable[[Sender], Any], deadline: float
+) -> tuple[Any, str]:
+    """What ``ask`` brings for ``kind`` of ``key`` (kept as its kind says), and "" ; or None and why
+    it did not come (a throttle, the deadline, a failure: never an answer)."""
+    try:
+        return client.get(kind, key, ask, deadline=deadline).value, ""
+    except ArxivError as error:
+        return None, str(error)
+
+
+def check_citations(
+    citations: Sequence[Citation],
+    library: "PaperLibrary",
+    deadline: float,
+    listener: Listener | None,
+) -> list[Judged]:
+    """Each of ``citations`` judged from its records (``judge_citation``): arXiv's of the arXiv ids
+    cited (one request for all), Semantic Scholar's of the DOIs (one batch), then Semantic
+    Scholar's closest title for each that no id settles, one at a time in its turn, until
+    ``deadline``.  What a service did not answer is ``NOT_CHECKED``, saying why, never a flag; a
+    reference not found that links a web page is not a paper (``NOT_CHECKED``)."""
+    client = library.client
+    arxiv_ids = sorted({c.arxiv_id for c in citations if c.arxiv_id})
+    dois = sorted({c.doi for c in citations if c.doi})
+    papers: dict[str, Paper] | None = {}
+    arxiv_trouble = ""
+    if arxiv_ids:
+        papers, arxiv_trouble = _answered(
+            client,
+            PAPER_BATCHES,
+            " ".join(arxiv_ids),
+            lambda sender: fetch_papers(arxiv_ids, sender=sender),
+            deadline,
+        )
+    records = None
+    doi_trouble = ""
+    if dois:
+        records, doi_trouble = _answered(
+            client,
+            S2_RECORDS,
+            " ".join(dois),
+            lambda sender: _record(fetch_records([f"DOI:{d}" for d in dois], sender=sender)),
+            deadline,
+        )
+    by_doi = dict(zip(dois, _from_record(tuple[Linked | None, ...], records) or ()))
+    judged = []
+    for number, citation in enumerate(citations, 1):
+        if citation.arxiv_id:
+            paper = (papers or {}).get(citation.arxiv_id)
+            by_id = _paper_record(paper) if paper else None
+            trouble = arxiv_trouble
+        else:
+            by_id = by_doi.get(citation.doi)
+            trouble = doi_trouble if citation.doi else ""
+        judged.append(_judged(citation, by_id, trouble, client, deadline))
+        if listener is not None:
+            listener(number, len(citations), f"Checked reference {number} of {len(citations)}")
+    return judged
+
+
+def _judged(
+    citation: Citation, by_id: Linked | None, trouble: str, client: Client, deadline: float
+) -> Judged:
+    """One reference's verdict, given the record of its id (``by_id``) or why its id went
+    unanswered (``trouble``): its title asked of Semantic Scholar where the id settles nothing."""
+    if trouble:
+        return Judged(verdict=NOT_CHECKED, notes=(trouble,))
+    if by_id is not None and _same_title(citation, by_id):
+        return judge_citation(citation, by_id, None)
+    body = None
+    title_trouble = ""
+    if citation.title:
+        body, title_trouble = _answered(
+            client,
+            S2_TITLES,
+            citation.title,
+            lambda sender: _record(fetch_title_match(citation.title, sender=sender)),
+            deadline,
+        )
+    if title_trouble and by_id is None:  # only Semantic Scholar could settle it
+        return Judged(verdict=NOT_CHECKED, notes=(title_trouble,))
+    verdict = judge_citation(citation, by_id, _from_record(Linked, body))
+    if verdict.verdict == NOT_FOUND and _NOT_SCHOLARLY.search(citation.text):
+        return Judged(verdict=NOT_CHECKED, notes=("a web page, not a paper",))
+    return verdict
+
+
+def format_checked(citations: Sequence[Citation], judged: Sequence[Judged], left: int) -> str:
+    """A check's answer: one summary line (how many of each verdict), then each reference in the
+    order given, ``N. **verdict**`` and what was found; ``left``, the references past the first
+    ``_CHECKED_AT_ONCE``, and how to ask for them."""
+    counts = Counter(each.verdict for each in judged)
+    summary = ", ".join(f"{counts[v]} {v}" for v in _VERDICTS if counts[v])
+    lines = [f"# Checked {len(judged)} {_plural(len(judged), 'reference')}", f"{summary}.", ""]
+    for number, (citation, each) in enumerate(zip(citations, judged), 1):
+        lines.append(f"{number}. **{each.verdict}** — {_checked_line(citation, each)}")
+    if counts[NOT_CHECKED]:
+        lines.append(
+            f"\n{counts[NOT_CHECKED]} not checked: ask again with the same `check` later; what was "
+            "answered is kept, so it goes on where it stopped."
+        )
+    if left:
+        lines.append(
+            f"\n{left} more {_plural(left, 'reference')} not checked: give them in another call "
+            f"(at most {_CHECKED_AT_ONCE} a call)."
+        )
+    return "\n".join(lines)
+
+
+def _record_line(record: Linked) -> str:
+    """A found paper, so that it can be read: its arXiv id (or DOI), title, first authors, year."""
+    where = f"doi:{record.doi}" if record.doi else ""
+    if record.arxiv_id:
+        where = f"arXiv:{record.arxiv_id}"
+    authors = _short_authors([Author(name) for name in record.authors])
+    parts = (f'"{record.title}"', authors, str(record.year or ""), where)
+    return " · ".join(part for part in parts if part)
+
+
+def _checked_line(citation: Citation, each: Judged) -> str:
+    """What a verdict's line says after it: the paper found, or why none."""
+    cited = _quote_input(citation.title or citation.text)
+    if each.verdict == WRONG_ID:
+        named = f"arXiv:{citation.arxiv_id}" if citation.arxiv_id else f"doi:{citation.doi}"
+        found = f"{named} is {_record_line(each.found)}" if each.found else f"no paper has {named}"
+        right = f"; the title cited is {_record_line(each.right)}" if each.right else ""
+        return f"{cited}: {found}{right}."
+    if each.verdict == WRONG_AUTHORS and each.found is not None:
+        return f"{cited} is by {', '.join(each.found.authors[:6])}: {_record_line(each.found)}."
+    if each.verdict == NOT_FOUND:
+        return (
+            f"{cited}: no record on arXiv or Semantic Scholar has this title or id. It may be "
+            "fabricated, or lie outside both (a book, a thesis)."
+        )
+    if each.verdict == NOT_CHECKED:
+        return f"{cited}: {' '.join(each.notes)}"
+    notes = f" ({'; '.join(each.notes)})" if each.notes else ""
+    return f"{_record_line(each.found)}{notes}." if each.found else cited
+
+
+def _a_reference(citation: Citation) -> bool:
+    """Whether a line or an entry of ``check`` is a reference: it names an id, or a title of two
+    words or more with its authors or year (a line of noise does neither)."""
+    titled = len(citation.title.split()) >= 2
+    return bool(citation.arxiv_id or citation.doi) or (
+        titled and (bool(citation.authors) or citation.year is not None)
+    )
+
+
+def answer_check(call: "ToolCall", library: "PaperLibrary", listener: Listener | None) -> Answer:
+    """The verdict of each reference of ``check`` (``check_citations``), the first
+    ``_CHECKED_AT_ONCE``; a text past ``_CHECK_BYTES``, or one that holds no reference, refused
+    before anything is sent."""
+    text = call.check or ""
+    size = len(text.encode())
+    if size > _CHECK_BYTES:
+        return Answer(
+            f"{ERROR} `check` is {size:,} bytes: give at most {_CHECK_BYTES:,} (up to "
+            f"{_CHECKED_AT_ONCE} references a call)."
+        )
+    citations = [citation for citation in parse_citations(text) if _a_reference(citation)]
+    if not citations:
+        return Answer(
+            f"{ERROR} `check` holds no reference: give BibTeX entries, or one printed reference a "
+            "line (its authors, title, venue and year)."
+        )
+    checked = citations[:_CHECKED_AT_ONCE]
+    deadline = _deadline(library.settings, library.limiter)
+    judged = check_citations(checked, library, deadline, listener)
+    return Answer(format_checked(checked, judged, len(citations) - len(checked)))
 
 
 def answer_listing(call: ToolCall, library: PaperLibrary, _: Listener | None) -> Answer:
@@ -11979,6 +12198,9 @@ def answer_search(call: ToolCall, library: PaperLibrary, _: Listener | None) -> 
 TOOL_MODES = {
     mode.name: mode
     for mode in (
+        ToolMode(  # a bibliography's references, each verified or flagged
+            name="check", answers_call=lambda call: bool(call.check), answer=answer_check
+        ),
         ToolMode(  # ``find`` across the papers named, or every paper read so far
             name="find across",
             answers_call=lambda call: (
@@ -12027,6 +12249,8 @@ def arxiv_answer(
     Always answers Markdown (with images when figures, tables or equations are asked for); failures
     become a short note starting with ERROR and never an exception, so the server keeps serving."""
     try:
+        if call.check and (call.paper or call.searching or call.find):
+            return Answer(f"{ERROR} {_CHECK_ALONE}")
         if call.paper and call.searching:
             return Answer(f"{ERROR} {_READ_OR_SEARCH}")
         mode = next((mode for mode in TOOL_MODES.values() if mode.answers_call(call)), None)
@@ -12115,7 +12339,7 @@ _TOOL_ANNOTATIONS = {
 
 
 def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
-    """Register the one tool on ``server``: its schema (the eleven parameters, each described to the
+    """Register the one tool on ``server``: its schema (the twelve parameters, each described to the
     model) and its answer from ``library``, made off the event loop; ``context`` is the SDK's
     Context class, which marks the parameter the SDK fills in."""
     from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
@@ -12147,12 +12371,13 @@ def _add_tool(server: Any, context: type, library: PaperLibrary | None) -> None:
             "max_results"
         ],
         start: Annotated[int, described("start", ge=0)] = _DEFAULT["start"],
+        check: Annotated[str | None, Field(description=_CHECK_HELP)] = None,
     ) -> CallToolResult:
         # The tool's arguments by name, as ``arxiv_answer`` takes them (not the closure's names).
         arguments = {
             name: value
             for name, value in locals().items()
-            if name in ("paper", "section", "find", *SEARCH_PARAMETERS)
+            if name in ("paper", "section", "find", *SEARCH_PARAMETERS, "check")
         }
         answer = await _answered_off_the_loop(ToolCall(**arguments), library, ctx)
         # An error is still a short Markdown answer for the model; isError tells the client too.

@@ -6434,6 +6434,92 @@ def test_a_reference_is_verified_flagged_or_not_found_by_its_records():
     assert judged("Smith, J. GaLore. In ICML, 2024.", by_title=galore).verdict == am.NOT_FOUND
 
 
+def test_a_bibliography_is_checked_through_the_tool_each_reference_verified_or_flagged(
+    env, monkeypatch, tmp_path
+):
+    """Cold through the tool: a paper cited by its arXiv id (one API request for the ids), the
+    shared TableFormer paper's reference to "Attention is all you need" (Semantic Scholar's closest
+    title, its real record), the same title under another paper's id, and an invented title with
+    real authors (the closest title is no match: one title asked once); then Semantic Scholar
+    throttles: the reference it
+    alone would settle is not checked, naming the key, never flagged.  Asked again, what was
+    answered is kept: only that reference is asked."""
+    rebuilt(env, monkeypatch, cache=am.DiskCache(str(tmp_path), 10**9))
+    env.script["id_list="] = [FakeResponse(ATOM_1111, API_URL, "application/atom+xml")]
+    match = (S2_DATA / "search_match_Attention_is_All_you_Need_ArXiv-1706.03762.json").read_bytes()
+    env.script["search/match"] = [
+        FakeResponse(match, "https://api.semanticscholar.org/") for _ in range(2)
+    ] + [s2_answer("error_429_paper_search_too_many_requests.json", 429)]
+    [attention] = [e for e in shared_reference_list("2203.00274") if "Attention is all" in e]
+    bibliography = "\n".join(
+        [
+            "[1] J. M. Murray, A. Del Maestro, and Z. Tesanovic. Quantum criticality for extended "
+            "nodes on a Bethe lattice in the large connectivity limit. Phys. Rev. B 85, 115117 "
+            "(2012). arXiv:1111.2011",
+            attention,
+            "[3] Ashish Vaswani, Noam Shazeer, and Niki Parmar. 2017. Attention is all you need. "
+            "arXiv:1111.2011.",
+            "[4] Ashish Vaswani, Noam Shazeer, and Niki Parmar. 2017. Recursive attention "
+            "lattices for tables. In NeurIPS.",
+            "[5] Iz Beltagy, Matthew E. Peters, and Arman Cohan. 2020. Longformer: The "
+            "long-document transformer. In EMNLP.",
+        ]
+    )
+    answer = call(check=bibliography)
+    lines = answer.splitlines()
+    assert lines[:2] == [
+        "# Checked 5 references",
+        "2 verified, 1 wrong id, 1 not found, 1 not checked.",
+    ], answer
+    verdicts = re.findall(r"^([0-9]+)\. \*\*([a-z ]+)\*\*", answer, re.M)
+    assert verdicts == [
+        ("1", "verified"),
+        ("2", "verified"),
+        ("3", "wrong id"),
+        ("4", "not found"),
+        ("5", "not checked"),
+    ]
+    assert "arXiv:1111.2011" in lines[3] and "cited as 2012, 2011 in its record" in lines[3]
+    assert (
+        '"Attention is All you Need" · Ashish Vaswani' in lines[4]
+        and "arXiv:1706.03762" in lines[4]
+    )
+    assert 'arXiv:1111.2011 is "Quantum Criticality' in lines[5]
+    assert 'the title cited is "Attention is All you Need"' in lines[5]
+    assert "may be fabricated" in lines[6] and "ARXIV_S2_KEY" in lines[7]
+    assert len([url for url in env.urls if "id_list=" in url]) == 1, "one request for the ids"
+    longformer = {  # its record, as Semantic Scholar's match gives one
+        "title": "Longformer: The Long-Document Transformer",
+        "authors": [{"name": "Iz Beltagy"}, {"name": "Matthew E. Peters"}, {"name": "Arman Cohan"}],
+        "year": 2020,
+        "externalIds": {"ArXiv": "2004.05150"},
+    }
+    env.script["search/match"] = [
+        FakeResponse(
+            json.dumps({"data": [longformer]}).encode(), "https://api.semanticscholar.org/"
+        )
+    ]
+    env.clock.sleep(600)  # past the cool-down
+    again = call(check=bibliography)
+    assert len([url for url in env.urls if "search/match" in url]) == 4, "answers kept: one asked"
+    assert again.splitlines()[1] == "3 verified, 1 wrong id, 1 not found."
+
+
+def test_a_check_refuses_what_is_no_bibliography_at_once(env):
+    """Bad input gets a short answer and sends nothing."""
+    for check, said in (
+        ("asdf", "`check` holds no reference"),
+        ("x" * 200_001, "`check` is 200,001 bytes: give at most 100,000"),
+        ("@article{a, title={A}\n@misc{b, title={B}}", "BibTeX entry 1"),
+    ):
+        answer = call(check=check)
+        assert answer.startswith(am.ERROR) and said in answer, answer
+    assert call(check="[1] A. B. Title here. 2020.", paper="1111.2011") == (
+        f"{am.ERROR} {am._CHECK_ALONE}"
+    )
+    assert env.urls == []
+
+
 # Research moves: find a passage, cite the paper
 
 PDF_0304595 = DATA / "cond-mat_0304595v3.pdf"  # 20 pages, "Drude weight" on most of them
@@ -9891,6 +9977,7 @@ def test_server_registers_exactly_one_tool_with_annotations():
         "order",
         "max_results",
         "start",
+        "check",
     ]
     # what a model follows: a choice of values, a range
     assert properties["sort"]["enum"] == ["relevance", "submitted", "updated"]
@@ -9899,8 +9986,9 @@ def test_server_registers_exactly_one_tool_with_annotations():
     assert properties["start"]["minimum"] == 0
     schema = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools])
     # about 1,000 tokens; then ≤ 150 for the bounds and the description's `find` across papers,
-    # ≤ 120 for `section`'s "citations", and ≤ 180 for `find` across arXiv
-    assert len(schema) <= 4_441 + 150 + 120 + 180, len(schema)
+    # ≤ 120 for `section`'s "citations", ≤ 180 for `find` across arXiv, and ≤ 150 tokens (600
+    # characters) for `check` (4,881 before it)
+    assert len(schema) <= 4_441 + 150 + 120 + 180 + 600, len(schema)
     assert "without `paper`, in every paper read so far" in tool["description"]
     assert all(p.get("description") for p in properties.values())
     assert tool.get("outputSchema") is None  # plain Markdown, no duplicated structured copy
@@ -9934,7 +10022,7 @@ def test_the_schema_build_search_and_the_next_page_call_agree_on_the_search_defa
         "sort='submitted', order='ascending', max_results=5, start=20)"
     )
     # the schema lists them in the table's order
-    assert list(am.SEARCH_PARAMETERS) == list(properties)[3:]
+    assert list(am.SEARCH_PARAMETERS) == list(properties)[3:-1]
 
 
 @pytest.mark.mcp
