@@ -8456,6 +8456,17 @@ def test_two_server_processes_in_sequence_share_the_cache_folder(tmp_path):
     )
 
 
+def test_a_long_key_is_kept_under_its_digest_and_the_cache_stays_on(tmp_path):
+    """A page's 50 ids, or a long title, quoted past a file name's 255 bytes: kept and read back,
+    never a write that turns the cache off."""
+    cache = am.DiskCache(str(tmp_path), 10**9)
+    key = " ".join(f"2401.{n:05d}" for n in range(50))
+    cache.put("s2-counts", key, b"{}")
+    assert cache.get("s2-counts", key) == b"{}" and not cache.off
+    assert cache.get("s2-counts", key[:-1]) is None, "another key, another file"
+    assert all(len(path.name) <= 200 for path in (tmp_path / "s2-counts").iterdir())
+
+
 def test_a_disk_cache_of_0_mb_is_off():
     assert am.DiskCache.open(am.Settings.from_env({"ARXIV_DISK_CACHE_MB": "0"})) is None
     assert am.DiskCache.open(am.Settings(disk_cache_mb=0.5)).max_bytes == 500_000
