@@ -6916,14 +6916,15 @@ def _title_share(title: str, text: str) -> float:
 
 def _same_title(citation: Citation, record: Linked) -> bool:
     """Whether ``record``'s title is the one ``citation`` cites: ``_TITLE_ALIKE`` of it held, or,
-    where the cited authors agree, its part before its colon held whole (a title cut there)."""
+    where the cited authors agree, its part before its colon is the title cited (a title cut
+    there)."""
     if _title_share(record.title, citation.text) >= _TITLE_ALIKE:
         return True
     head = record.title.split(":")[0]
     share = _authors_share(citation.authors, record.authors)
     return (
         ":" in record.title
-        and _title_share(head, citation.text) == 1.0
+        and _match_key(citation.title) == _match_key(head)
         and share is not None
         and share >= _AUTHORS_AGREE
     )

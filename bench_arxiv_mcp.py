@@ -1550,6 +1550,99 @@ def report_evidence() -> None:
     server.shutdown()
 
 
+BIBLIOGRAPHY = HERE / "testdata" / "bibliography.json"
+
+
+def shared_reference_list(name: str) -> list[str]:
+    """The entries of a shared HTML page's reference list (``../shared/html``), as
+    ``section="references"`` reads them, each on one line."""
+    parsed = am.parse_html((HTML_DIR / f"{name}.html").read_bytes())
+    [listed] = [s for s in parsed.text.sections if am._name_role(s.title) == am.REFERENCES]
+    return [" ".join(entry.text.split()) for entry in am.references(parsed.text, listed)]
+
+
+def _record(fields: dict) -> am.Linked:
+    return am.Linked(**{**fields, "authors": tuple(fields["authors"])})
+
+
+def bibliography_cases() -> list[tuple[str, str, am.Citation, am.Linked | None, am.Linked]]:
+    """Issue 74's truth set (``testdata/bibliography.json``) as cases to judge: (what it is, the
+    verdict it must get, the reference, the record of the id it names, the record closest to its
+    title).  Each real reference, as printed; its fabricated variants (another item's authors,
+    another item's arXiv id, a title half its own and half another's with no id: the closest
+    record is still its own, as a title match answers); and its minor differences (a year off by
+    one, its last cited author dropped, its title cut at its colon, a word of its title split by a
+    line break)."""
+    truth = json.loads(BIBLIOGRAPHY.read_text())["references"]
+    lists = {item["paper"]: shared_reference_list(item["paper"]) for item in truth}
+    items = []
+    for item in truth:
+        [text] = [entry for entry in lists[item["paper"]] if item["cites"] in entry]
+        items.append((am.parse_citations(text)[0], _record(item["record"])))
+    cases = []
+    for n, (citation, record) in enumerate(items):
+        other_citation, other = items[(n + len(items) // 2) % len(items)]  # another field's
+        by_id = record if (citation.arxiv_id or citation.doi) else None
+        cases.append(("real", am.VERIFIED, citation, by_id, record))
+        authored = dataclasses.replace(citation, authors=other_citation.authors)
+        cases.append(("other authors", am.WRONG_AUTHORS, authored, by_id, record))
+        swapped = dataclasses.replace(citation, arxiv_id=other.arxiv_id)
+        cases.append(("another paper's id", am.WRONG_ID, swapped, other, record))
+        words, others = record.title.split(), other.title.split()
+        invented = " ".join(words[: len(words) // 2] + others[len(others) // 2 :])
+        made_up = dataclasses.replace(  # and no id: no record has it
+            citation,
+            title=invented,
+            text=citation.text.replace(citation.title, invented),
+            arxiv_id="",
+            doi="",
+        )
+        cases.append(("an invented title", am.NOT_FOUND, made_up, None, record))
+        for name, minor in _minor_differences(citation):
+            cases.append((name, am.VERIFIED, minor, by_id, record))
+    return cases
+
+
+def _minor_differences(citation: am.Citation) -> list[tuple[str, am.Citation]]:
+    """``citation`` with each minor difference a real bibliography has that applies to it, read
+    again from its changed text where it changes the text."""
+    minor = []
+    texts = []
+    if citation.year:
+        later = citation.text.replace(str(citation.year), str(citation.year + 1))
+        texts.append(("a year off by one", later))
+    if ":" in citation.title:
+        head = citation.title.split(":")[0]
+        texts.append(("a title cut at its colon", citation.text.replace(citation.title, head)))
+    longest = max(citation.title.split(), key=len)
+    if len(longest) >= 8:
+        split = f"{longest[:4]}- {longest[4:]}"
+        texts.append(("a word split by a line break", citation.text.replace(longest, split, 1)))
+    minor = [(name, am.parse_citations(text)[0]) for name, text in texts]
+    if len(citation.authors) >= 3:
+        dropped = dataclasses.replace(citation, authors=citation.authors[:-1])
+        minor.append(("an author dropped", dropped))
+    return minor
+
+
+def report_bibliography() -> None:
+    """Issue 74: the truth set's agreement (``bibliography_cases``): for each kind of case, how many
+    get the verdict they must, and which do not."""
+    tally: dict[str, list[int]] = {}
+    missed = []
+    for name, expected, citation, by_id, by_title in bibliography_cases():
+        got = am.judge_citation(citation, by_id, by_title).verdict
+        tally.setdefault(name, [0, 0])
+        tally[name][0] += got == expected
+        tally[name][1] += 1
+        if got != expected:
+            missed.append(f"{name}: {citation.title[:50]} ({got})")
+    print("| case | as it must be | of |\n|---|---|---|")
+    for name, (right, total) in tally.items():
+        print(f"| {name} | {right} ({right / total:.0%}) | {total} |")
+    print("\n".join(missed) or "none missed")
+
+
 def report_ask(pdfs: dict[str, bytes], runs: int) -> None:
     """Issue 72: what ranking costs. `find` warm on the largest paper of the corpus (keywords, then
     a question), and `find` alone over twenty papers read (the corpus PDFs and the shared HTML
@@ -2151,6 +2244,11 @@ def main() -> None:
         help="only `find` as an agent asks: what ranking costs (issue 72)",
     )
     parser.add_argument(
+        "--bibliography",
+        action="store_true",
+        help="only `check`'s verdicts on its truth set: real, fabricated, minor (issue 74)",
+    )
+    parser.add_argument(
         "--pace",
         action="store_true",
         help="only the agent session at arXiv's pace through a real stdio server (issue 40)",
@@ -2225,6 +2323,7 @@ def main() -> None:
         "faults": lambda: report_faults(pdfs, args.runs),
         "start": lambda: report_start(args.runs, args.server),
         "across": lambda: report_across(args.runs),
+        "bibliography": report_bibliography,
     }
     if report := next((report for flag, report in reports.items() if getattr(args, flag)), None):
         report()
