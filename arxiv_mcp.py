@@ -11960,6 +11960,7 @@ class ToolMode:
 _CHECKED_AT_ONCE = 50
 _CHECK_BYTES = 100_000
 _NOT_SCHOLARLY = re.compile(r"https?://(?![^\s]*(?:arxiv\.org|doi\.org))", re.I)
+_WORD = re.compile(r"[^\W_]+")  # a title's words, as an arXiv phrase search is sent them
 # The verdicts, in the order the summary counts them.
 _VERDICTS = (VERIFIED, WRONG_ID, WRONG_AUTHORS, NOT_FOUND, NOT_CHECKED)
 
@@ -11993,11 +11994,52 @@ def check_citations(
     listener: Listener | None,
 ) -> list[Judged]:
     """Each of ``citations`` judged from its records (``judge_citation``): arXiv's of the arXiv ids
-    cited (one request for all), Semantic Scholar's of the DOIs (one batch), then Semantic
-    Scholar's closest title for each that no id settles, one at a time in its turn, until
-    ``deadline``.  What a service did not answer is ``NOT_CHECKED``, saying why, never a flag; a
-    reference not found that links a web page is not a paper (``NOT_CHECKED``)."""
+    cited (one request for all) and Semantic Scholar's of the DOIs (one batch); then, for each that
+    no id settles, Semantic Scholar's closest title, one at a time in its turn, until ``deadline``;
+    where it did not answer, arXiv's search for those titles (``_arxiv_titles``).  What no service
+    answered is ``NOT_CHECKED``, saying why, never a flag; a reference not found that links a web
+    page is not a paper (``NOT_CHECKED``)."""
     client = library.client
+    by_id, id_trouble = _id_records(citations, client, deadline)
+    titled: list[tuple[Linked | None, str]] = []
+    for number, citation in enumerate(citations, 1):
+        record = by_id[number - 1]
+        settled = bool(id_trouble[number - 1]) or (
+            record is not None and _same_title(citation, record)
+        )
+        if settled or not citation.title:
+            titled.append((None, ""))
+        else:
+            body, trouble = _answered(
+                client,
+                S2_TITLES,
+                citation.title,
+                functools.partial(_title_match_record, citation.title),
+                deadline,
+            )
+            titled.append((_from_record(Linked, body), trouble))
+        if listener is not None:
+            listener(number, len(citations), f"Checked reference {number} of {len(citations)}")
+    titled = _arxiv_titles(citations, by_id, titled, client, deadline)
+    return [
+        _judged(citation, record, trouble, by_title, title_trouble)
+        for citation, record, trouble, (by_title, title_trouble) in zip(
+            citations, by_id, id_trouble, titled
+        )
+    ]
+
+
+def _title_match_record(title: str, sender: Sender) -> bytes:
+    """``fetch_title_match``'s paper as a record ("null" for none), as ``S2_TITLES`` keeps it."""
+    return _record(fetch_title_match(title, sender=sender))
+
+
+def _id_records(
+    citations: Sequence[Citation], client: Client, deadline: float
+) -> tuple[list[Linked | None], list[str]]:
+    """The record of the id each of ``citations`` names (None: it names none, or no record has
+    it), and why it went unanswered ("" where it did not): arXiv's metadata of the arXiv ids in one
+    request, Semantic Scholar's records of the DOIs in one batch, each kept a day."""
     arxiv_ids = sorted({c.arxiv_id for c in citations if c.arxiv_id})
     dois = sorted({c.doi for c in citations if c.doi})
     papers: dict[str, Paper] | None = {}
@@ -12021,43 +12063,70 @@ def check_citations(
             deadline,
         )
     by_doi = dict(zip(dois, _from_record(tuple[Linked | None, ...], records) or ()))
-    judged = []
-    for number, citation in enumerate(citations, 1):
+    by_id: list[Linked | None] = []
+    troubles = []
+    for citation in citations:
+        paper = (papers or {}).get(citation.arxiv_id)
         if citation.arxiv_id:
-            paper = (papers or {}).get(citation.arxiv_id)
-            by_id = _paper_record(paper) if paper else None
-            trouble = arxiv_trouble
+            by_id.append(_paper_record(paper) if paper else None)
+            troubles.append(arxiv_trouble)
         else:
-            by_id = by_doi.get(citation.doi)
-            trouble = doi_trouble if citation.doi else ""
-        judged.append(_judged(citation, by_id, trouble, client, deadline))
-        if listener is not None:
-            listener(number, len(citations), f"Checked reference {number} of {len(citations)}")
-    return judged
+            by_id.append(by_doi.get(citation.doi))
+            troubles.append(doi_trouble if citation.doi else "")
+    return by_id, troubles
+
+
+def _arxiv_titles(
+    citations: Sequence[Citation],
+    by_id: Sequence[Linked | None],
+    titled: list[tuple[Linked | None, str]],
+    client: Client,
+    deadline: float,
+) -> list[tuple[Linked | None, str]]:
+    """``titled`` with arXiv's paper of each title Semantic Scholar did not answer for, where its
+    search finds one whose title is the one cited (its results are candidates: a search answers
+    papers whatever it is given); one search for all those titles, ``ti:"…" OR …``."""
+    waiting = [
+        n
+        for n, (_, trouble) in enumerate(titled)
+        if trouble and by_id[n] is None and citations[n].title
+    ]
+    phrases = [f'ti:"{" ".join(_WORD.findall(citations[n].title))}"' for n in waiting]
+    if not waiting or len(" OR ".join(phrases)) > MAX_QUERY_CHARS:
+        return titled
+    request = build_search(
+        query=" OR ".join(phrases), max_results=min(MAX_RESULTS, 3 * len(waiting))
+    )
+    feed, _ = _answered(
+        client,
+        SEARCHES,
+        api_url(request.params(), client.settings),
+        lambda sender: search(request, sender=sender),
+        deadline,
+    )
+    candidates = [_paper_record(paper) for paper in (feed.papers if feed else ())]
+    found = list(titled)
+    for n in waiting:
+        match = next((c for c in candidates if _same_title(citations[n], c)), None)
+        if match is not None:
+            found[n] = (match, "")
+    return found
 
 
 def _judged(
-    citation: Citation, by_id: Linked | None, trouble: str, client: Client, deadline: float
+    citation: Citation,
+    by_id: Linked | None,
+    id_trouble: str,
+    by_title: Linked | None,
+    title_trouble: str,
 ) -> Judged:
-    """One reference's verdict, given the record of its id (``by_id``) or why its id went
-    unanswered (``trouble``): its title asked of Semantic Scholar where the id settles nothing."""
-    if trouble:
-        return Judged(verdict=NOT_CHECKED, notes=(trouble,))
-    if by_id is not None and _same_title(citation, by_id):
-        return judge_citation(citation, by_id, None)
-    body = None
-    title_trouble = ""
-    if citation.title:
-        body, title_trouble = _answered(
-            client,
-            S2_TITLES,
-            citation.title,
-            lambda sender: _record(fetch_title_match(citation.title, sender=sender)),
-            deadline,
-        )
-    if title_trouble and by_id is None:  # only Semantic Scholar could settle it
+    """One reference's verdict from its records, or ``NOT_CHECKED`` where its id went unanswered,
+    or its title where only that could settle it."""
+    if id_trouble:
+        return Judged(verdict=NOT_CHECKED, notes=(id_trouble,))
+    if title_trouble and by_id is None:
         return Judged(verdict=NOT_CHECKED, notes=(title_trouble,))
-    verdict = judge_citation(citation, by_id, _from_record(Linked, body))
+    verdict = judge_citation(citation, by_id, by_title)
     if verdict.verdict == NOT_FOUND and _NOT_SCHOLARLY.search(citation.text):
         return Judged(verdict=NOT_CHECKED, notes=("a web page, not a paper",))
     return verdict
@@ -12200,7 +12269,7 @@ TOOL_MODES = {
     mode.name: mode
     for mode in (
         ToolMode(  # a bibliography's references, each verified or flagged
-            name="check", answers_call=lambda call: bool(call.check), answer=answer_check
+            name="check", answers_call=lambda call: call.check is not None, answer=answer_check
         ),
         ToolMode(  # ``find`` across the papers named, or every paper read so far
             name="find across",
@@ -12250,7 +12319,7 @@ def arxiv_answer(
     Always answers Markdown (with images when figures, tables or equations are asked for); failures
     become a short note starting with ERROR and never an exception, so the server keeps serving."""
     try:
-        if call.check and (call.paper or call.searching or call.find):
+        if call.check is not None and (call.paper or call.searching or call.find):
             return Answer(f"{ERROR} {_CHECK_ALONE}")
         if call.paper and call.searching:
             return Answer(f"{ERROR} {_READ_OR_SEARCH}")

@@ -6522,9 +6522,35 @@ def test_a_bibliography_is_checked_through_the_tool_each_reference_verified_or_f
     assert again.splitlines()[1] == "3 verified, 1 wrong id, 1 not found."
 
 
+def test_with_semantic_scholar_off_a_title_is_looked_for_on_arxiv_and_never_found_missing(
+    env, monkeypatch
+):
+    """Nothing goes to Semantic Scholar: the titles no id settles go to arXiv's search in one
+    request (``ti:"…" OR …``); a result whose title is the one cited settles its reference, and
+    one that arXiv alone cannot settle is not checked, never not found."""
+    rebuilt(env, monkeypatch, settings=dataclasses.replace(env.settings, s2_url="off"))
+    feed = atom("2016_search_quantum_criticality_2results.xml")
+    env.script["search_query"] = [FakeResponse(feed, API_URL, "application/atom+xml")]
+    answer = call(
+        check="A. Del Maestro, R. G. Melko, and A. A. Burkov. A striped supersolid phase and the "
+        "search for deconfined quantum criticality in hard-core bosons on the triangular lattice. "
+        "Phys. Rev. B, 2006.\nJ. Doe and R. Roe. Quantum spin liquids on the Bethe lattice. In "
+        "PRL, 2019."
+    )
+    verdicts = re.findall(r"^[0-9]+\. \*\*([a-z ]+)\*\*", answer, re.M)
+    assert verdicts == ["verified", "not checked"], answer
+    assert "arXiv:cond-mat/0607501" in answer and "ARXIV_S2_URL" in answer
+    [searched] = [url for url in env.urls if "search_query" in url]
+    assert (
+        "ti:%22A%20striped%20supersolid" in searched and "%20OR%20ti:%22Quantum%20spin" in searched
+    )
+    assert not [url for url in env.urls if "semanticscholar" in url]
+
+
 def test_a_check_refuses_what_is_no_bibliography_at_once(env):
     """Bad input gets a short answer and sends nothing."""
     for check, said in (
+        ("", "`check` holds no reference"),
         ("asdf", "`check` holds no reference"),
         ("x" * 200_001, "`check` is 200,001 bytes: give at most 100,000"),
         ("@article{a, title={A}\n@misc{b, title={B}}", "BibTeX entry 1"),
