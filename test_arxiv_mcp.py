@@ -6547,6 +6547,31 @@ def test_with_semantic_scholar_off_a_title_is_looked_for_on_arxiv_and_never_foun
     assert not [url for url in env.urls if "semanticscholar" in url]
 
 
+def test_thirty_references_with_ids_cost_one_arxiv_request_and_one_batch(env):
+    """20 arXiv ids and 10 DOIs: one API request for the ids (``max_results`` as large), one
+    Semantic Scholar batch for the DOIs, whatever they answer."""
+    env.script["id_list="] = [FakeResponse(ATOM_1111, API_URL, "application/atom+xml")]
+    batch = (S2_DATA / "paper_batch_4ids_first-unknown-null_allfields.json").read_bytes()
+    env.script["paper/batch"] = [FakeResponse(batch, "https://api.semanticscholar.org/")]
+    missing = http_error(
+        "https://api.semanticscholar.org/graph/v1/paper/search/match",
+        404,
+        (S2_DATA / "error_404_search_match_title_not_found.json").read_bytes(),
+    )
+    env.script["search/match"] = [missing] * 30
+    lines = [
+        f"[{n}] A. Author{n} and B. Writer. A study of topic {n} in depth. In Venue, 2020. "
+        + (f"arXiv:2001.{n:05d}" if n <= 20 else f"doi:10.1000/study.{n}")
+        for n in range(1, 31)
+    ]
+    answer = call(check="\n".join(lines))
+    assert answer.startswith("# Checked 30 references"), answer
+    [ids] = [url for url in env.urls if "id_list=" in url]
+    assert "max_results=20" in ids
+    assert len([url for url in env.urls if "export.arxiv.org" in url]) == 1
+    assert len([url for url in env.urls if "paper/batch" in url]) == 1
+
+
 def test_a_check_refuses_what_is_no_bibliography_at_once(env):
     """Bad input gets a short answer and sends nothing."""
     for check, said in (
