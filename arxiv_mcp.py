@@ -11959,7 +11959,19 @@ class ToolMode:
 # _CHECK_BYTES at most (refused before anything is sent).
 _CHECKED_AT_ONCE = 50
 _CHECK_BYTES = 100_000
-_NOT_SCHOLARLY = re.compile(r"https?://(?![^\s]*(?:arxiv\.org|doi\.org))", re.I)
+# What a reference that is no paper names, and what its verdict says it is: software or a model
+# (a repository, a package, a model card), else a web page (a link to neither arXiv nor a DOI).
+_NOT_PAPERS = (
+    (
+        "software or a model, not a paper",
+        re.compile(
+            r"github\.com|gitlab\.com|huggingface\.co|pypi\.org|zenodo\.org|\bsoftware\b"
+            r"|\bmodel card\b|\bversion [0-9]",
+            re.I,
+        ),
+    ),
+    ("a web page, not a paper", re.compile(r"https?://(?![^\s]*(?:arxiv\.org|doi\.org))", re.I)),
+)
 _WORD = re.compile(r"[^\W_]+")  # a title's words, as an arXiv phrase search is sent them
 # The verdicts, in the order the summary counts them.
 _VERDICTS = (VERIFIED, WRONG_ID, WRONG_AUTHORS, NOT_FOUND, NOT_CHECKED)
@@ -11997,8 +12009,8 @@ def check_citations(
     cited (one request for all) and Semantic Scholar's of the DOIs (one batch); then, for each that
     no id settles, Semantic Scholar's closest title, one at a time in its turn, until ``deadline``;
     where it did not answer, arXiv's search for those titles (``_arxiv_titles``).  What no service
-    answered is ``NOT_CHECKED``, saying why, never a flag; a reference not found that links a web
-    page is not a paper (``NOT_CHECKED``)."""
+    answered is ``NOT_CHECKED``, saying why, never a flag; so is a reference not found that names
+    software, a model or a web page (``_NOT_PAPERS``)."""
     client = library.client
     by_id, id_trouble = _id_records(citations, client, deadline)
     titled: list[tuple[Linked | None, str]] = []
@@ -12127,9 +12139,10 @@ def _judged(
     if title_trouble and by_id is None:
         return Judged(verdict=NOT_CHECKED, notes=(title_trouble,))
     verdict = judge_citation(citation, by_id, by_title)
-    if verdict.verdict == NOT_FOUND and _NOT_SCHOLARLY.search(citation.text):
-        return Judged(verdict=NOT_CHECKED, notes=("a web page, not a paper",))
-    return verdict
+    if verdict.verdict != NOT_FOUND:
+        return verdict
+    what = next((what for what, names in _NOT_PAPERS if names.search(citation.text)), "")
+    return Judged(verdict=NOT_CHECKED, notes=(what,)) if what else verdict
 
 
 def format_checked(citations: Sequence[Citation], judged: Sequence[Judged], left: int) -> str:

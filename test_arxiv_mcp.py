@@ -6572,6 +6572,32 @@ def test_thirty_references_with_ids_cost_one_arxiv_request_and_one_batch(env):
     assert len([url for url in env.urls if "paper/batch" in url]) == 1
 
 
+def test_a_reference_that_is_no_paper_is_not_checked_and_says_what_it_is(env, shared_html):
+    """No record has them: the shared IEEE paper's web page (AWS Wavelength) and a software
+    repository are not checked, each saying what it is; a title no record has is not found."""
+    [web] = [e for e in shared_reference_list("2508.08468") if "aws wavelength" in e]
+    missing = http_error(
+        "https://api.semanticscholar.org/graph/v1/paper/search/match",
+        404,
+        (S2_DATA / "error_404_search_match_title_not_found.json").read_bytes(),
+    )
+    env.script["search/match"] = [missing] * 3
+    answer = call(
+        check="\n".join(
+            [
+                web,
+                "T. Wolf, L. Debut, and V. Sanh. Transformers: state-of-the-art natural language "
+                "processing. GitHub repository, https://github.com/huggingface/transformers, 2020.",
+                "J. Doe and R. Roe. Recursive attention lattices for tables. In NeurIPS, 2021.",
+            ]
+        )
+    )
+    lines = re.findall(r"^[0-9]+\. \*\*([a-z ]+)\*\* — (.*)$", answer, re.M)
+    assert [verdict for verdict, _ in lines] == ["not checked", "not checked", "not found"], answer
+    assert lines[0][1].endswith("a web page, not a paper")
+    assert lines[1][1].endswith("software or a model, not a paper")
+
+
 def test_a_check_refuses_what_is_no_bibliography_at_once(env):
     """Bad input gets a short answer and sends nothing."""
     for check, said in (
