@@ -12000,10 +12000,7 @@ def _answered(
 
 
 def check_citations(
-    citations: Sequence[Citation],
-    library: "PaperLibrary",
-    deadline: float,
-    listener: Listener | None,
+    citations: Sequence[Citation], client: Client, deadline: float, listener: Listener | None
 ) -> list[Judged]:
     """Each of ``citations`` judged from its records (``judge_citation``): arXiv's of the arXiv ids
     cited (one request for all) and Semantic Scholar's of the DOIs (one batch); then, for each that
@@ -12011,7 +12008,6 @@ def check_citations(
     where it did not answer, arXiv's search for those titles (``_arxiv_titles``).  What no service
     answered is ``NOT_CHECKED``, saying why, never a flag; so is a reference not found that names
     software, a model or a web page (``_NOT_PAPERS``)."""
-    client = library.client
     by_id, id_trouble = _id_records(citations, client, deadline)
     titled: list[tuple[Linked | None, str]] = []
     for number, citation in enumerate(citations, 1):
@@ -12226,7 +12222,7 @@ def answer_check(call: "ToolCall", library: "PaperLibrary", listener: Listener |
         )
     checked = citations[:_CHECKED_AT_ONCE]
     deadline = _deadline(library.settings, library.limiter)
-    judged = check_citations(checked, library, deadline, listener)
+    judged = check_citations(checked, library.client, deadline, listener)
     return Answer(format_checked(checked, judged, len(citations) - len(checked)))
 
 
