@@ -6447,7 +6447,7 @@ def test_the_bibliography_truth_sets_references_are_verified_and_their_fabricati
         fabricated = expected != am.VERIFIED
         total[fabricated] += 1
         right[fabricated] += am.judge_citation(citation, by_id, by_title).verdict == expected
-    assert total[True] == 90 and total[False] >= 130, total
+    assert total[True] == 90 and total[False] == 137, total
     assert right[True] >= 0.95 * total[True] and right[False] >= 0.95 * total[False], right
 
 
