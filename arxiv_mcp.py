@@ -6966,7 +6966,7 @@ def _differences(citation: Citation, record: Linked, share: float | None) -> tup
 _FIND_PASSAGES = 8  # passages in one answer
 _FIND_CHARS = 6_000  # characters of passages in one answer
 # Passages with every word that are the answer alone: beside two of them, one with some of the words
-# is padding that costs the reader (the truth set's keywords: 14 % of the full text to 11 %, their
+# is padding that costs the reader (the truth set's keywords: 14 % of the full text to 12 %, their
 # evidence as often reached; ``bench --ask``).
 _WHOLE_ENOUGH = 2
 # characters of a long paragraph shown around its first match, by its place in the answer (the
