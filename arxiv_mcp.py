@@ -12163,12 +12163,13 @@ def format_checked(citations: Sequence[Citation], judged: Sequence[Judged], left
     return "\n".join(lines)
 
 
-def _record_line(record: Linked) -> str:
-    """A found paper, so that it can be read: its arXiv id (or DOI), title, first authors, year."""
+def _record_line(record: Linked, authors_named: bool = True) -> str:
+    """A found paper, so that it can be read: its title, first authors (unless named already),
+    year, and arXiv id or else DOI."""
     where = f"doi:{record.doi}" if record.doi else ""
     if record.arxiv_id:
         where = f"arXiv:{record.arxiv_id}"
-    authors = _short_authors([Author(name) for name in record.authors])
+    authors = _short_authors([Author(name) for name in record.authors]) if authors_named else ""
     parts = (f'"{record.title}"', authors, str(record.year or ""), where)
     return " · ".join(part for part in parts if part)
 
@@ -12182,7 +12183,10 @@ def _checked_line(citation: Citation, each: Judged) -> str:
         right = f"; the title cited is {_record_line(each.right)}" if each.right else ""
         return f"{cited}: {found}{right}."
     if each.verdict == WRONG_AUTHORS and each.found is not None:
-        return f"{cited} is by {', '.join(each.found.authors[:6])}: {_record_line(each.found)}."
+        names = ", ".join(each.found.authors[:6])
+        if len(each.found.authors) > 6:
+            names += " et al"
+        return f"{cited} is {_record_line(each.found, authors_named=False)}, by {names}."
     if each.verdict == NOT_FOUND:
         return (
             f"{cited}: no record on arXiv or Semantic Scholar has this title or id. It may be "
