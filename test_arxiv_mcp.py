@@ -6395,8 +6395,8 @@ def test_a_reference_is_verified_flagged_or_not_found_by_its_records(shared_html
     wrong = am.format_checked(am.parse_citations(others), [judged(others)], 0).splitlines()[3]
     assert wrong == (
         '1. **wrong authors** — `Attention is all you need` is "Attention is All you Need" · '
-        "2017 · arXiv:1706.03762, by Ashish Vaswani, Noam M. Shazeer, Niki Parmar, Jakob Uszkoreit, "
-        "Llion Jones, Aidan N. Gomez et al."
+        "2017 · arXiv:1706.03762, by Ashish Vaswani, Noam M. Shazeer, Niki Parmar, "
+        "Jakob Uszkoreit, Llion Jones, Aidan N. Gomez et al."
     )
     invented = printed.replace(
         "Attention is all you need", "Recursive attention lattices for tables"
