@@ -6487,7 +6487,7 @@ def references(text: "PaperText", listed: Section) -> list[Reference]:
         Reference(
             text=entry,
             arxiv_id=next(iter(cited_arxiv_ids(entry)), ""),
-            doi=next((m[1] for m in _DOI.finditer(entry) if "10.48550" not in m[1]), ""),
+            doi=_doi_in(entry),
             cited_in=tuple(where),
         )
         for entry, where in zip(entries, cited)
@@ -12166,9 +12166,7 @@ def format_checked(citations: Sequence[Citation], judged: Sequence[Judged], left
 def _record_line(record: Linked, authors_named: bool = True) -> str:
     """A found paper, so that it can be read: its title, first authors (unless named already),
     year, and arXiv id or else DOI."""
-    where = f"doi:{record.doi}" if record.doi else ""
-    if record.arxiv_id:
-        where = f"arXiv:{record.arxiv_id}"
+    where = _followed(record.arxiv_id, record.doi, "doi:")
     authors = _short_authors([Author(name) for name in record.authors]) if authors_named else ""
     parts = (f'"{record.title}"', authors, str(record.year or ""), where)
     return " · ".join(part for part in parts if part)
@@ -12178,7 +12176,7 @@ def _checked_line(citation: Citation, each: Judged) -> str:
     """What a verdict's line says after it: the paper found, or why none."""
     cited = _quote_input(citation.title or citation.text)
     if each.verdict == WRONG_ID:
-        named = f"arXiv:{citation.arxiv_id}" if citation.arxiv_id else f"doi:{citation.doi}"
+        named = _followed(citation.arxiv_id, citation.doi, "doi:")
         found = f"{named} is {_record_line(each.found)}" if each.found else f"no paper has {named}"
         right = f"; the title cited is {_record_line(each.right)}" if each.right else ""
         return f"{cited}: {found}{right}."
